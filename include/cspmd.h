@@ -1,0 +1,317 @@
+/*
+ * cspmd.h -- the public C API of cspmd's core.
+ *
+ * The core does all type reasoning for local SPMD types: mesh axes, interned
+ * type values, the per-thread checker state (current mesh stack, strictness),
+ * the op rule table and per-axis inference, assert_type refinement,
+ * mutation checks, and the collectives' (src, dst) tables.  It links no torch
+ * symbol and allocates nothing on the hot path (cspmd_infer on a memo hit).
+ *
+ * Conventions
+ *   - Every fallible call returns cspmd_status_t (CSPMD_OK == 0, errors < 0)
+ *     and, on error, leaves a message in a per-thread buffer read with
+ *     cspmd_last_error().  No call aborts, longjmps or throws on bad input.
+ *   - Ids are small integers, interned: equal values <=> equal ids.  Ids are
+ *     valid for the life of the process and may be shared between threads.
+ *   - Unless said otherwise, functions are thread-safe; "per thread" state is
+ *     the calling thread's own.
+ */
+#ifndef CSPMD_H
+#define CSPMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define CSPMD_API __attribute__((visibility("default")))
+#else
+#define CSPMD_API
+#endif
+
+/* ===================================================================== */
+/* Status codes and errors                                               */
+/* ===================================================================== */
+
+typedef enum cspmd_status {
+    CSPMD_OK = 0,
+    CSPMD_ERR_SPMD_TYPE = -1, /* a typing error: Python SpmdTypeError      */
+    CSPMD_ERR_VALUE = -2,     /* bad argument value: Python ValueError      */
+    CSPMD_ERR_TYPE = -3,      /* bad argument kind: Python TypeError        */
+    CSPMD_ERR_MISUSE = -4,    /* API misuse (bad id, NULL, stack underflow) */
+    CSPMD_ERR_NOMEM = -5,     /* allocation failed / a fixed table is full  */
+    CSPMD_ERR_RUNTIME = -6    /* Python RuntimeError (e.g. no current mesh) */
+} cspmd_status_t;
+
+/* "CSPMD_OK", "CSPMD_ERR_SPMD_TYPE", ...; "CSPMD_ERR_UNKNOWN" otherwise. */
+CSPMD_API const char *cspmd_status_name(cspmd_status_t status);
+
+/* The calling thread's last error message ("" if none).  The pointer stays
+ * valid until the next failing cspmd call on this thread. */
+CSPMD_API const char *cspmd_last_error(void);
+
+/* Set the calling thread's error message (printf-style) and return status.
+ * Used by the kernel and the shim to report through the same channel. */
+CSPMD_API cspmd_status_t cspmd_error_set(cspmd_status_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ===================================================================== */
+/* Local types                                                           */
+/* ===================================================================== */
+
+/* Per-axis local type.  CSPMD_LT_NONE means "no type on this axis". */
+typedef enum cspmd_ltype {
+    CSPMD_LT_NONE = 0,
+    CSPMD_LT_R = 1, /* Replicate */
+    CSPMD_LT_I = 2, /* Invariant */
+    CSPMD_LT_V = 3, /* Varying   */
+    CSPMD_LT_P = 4  /* Partial   */
+} cspmd_ltype_t;
+
+/* R<->P, I<->I, V<->V (SPEC 1.3); NONE -> NONE. */
+CSPMD_API cspmd_ltype_t cspmd_ltype_dual(cspmd_ltype_t t);
+/* "R", "I", "V", "P" ("?" for NONE / invalid). */
+CSPMD_API const char *cspmd_ltype_letter(cspmd_ltype_t t);
+/* "PerMeshAxisLocalSpmdType.R" etc. (the long form of SPEC 1.6). */
+CSPMD_API const char *cspmd_ltype_long(cspmd_ltype_t t);
+
+/* ===================================================================== */
+/* Mesh axes (SPEC 1.1)                                                   */
+/* ===================================================================== */
+
+/* An interned, canonical (coalesced) layout.  0 is the trivial axis (every
+ * size-1 layout canonicalizes to it). */
+typedef uint32_t cspmd_axis_t;
+#define CSPMD_AXIS_TRIVIAL ((cspmd_axis_t)0)
+#define CSPMD_MAX_MODES 8 /* modes in one layout                 */
+#define CSPMD_MAX_AXES 8  /* axes in one type / mesh / operation */
+
+/* Intern the layout (sizes[k], strides[k]) given outermost-first; it is
+ * canonicalized first (size-1 modes dropped, adjacent modes merged).
+ * Errors: MISUSE (n > CSPMD_MAX_MODES, size < 1), NOMEM (table full). */
+CSPMD_API cspmd_status_t cspmd_axis_intern(const int64_t *sizes, const int64_t *strides,
+                                           int n, cspmd_axis_t *out);
+
+/* Build the layout of a sorted-or-not list of global ranks (SPEC 1.1's
+ * recursive algorithm, ranks shifted so the smallest is 0) and intern it.
+ * Errors: VALUE (no ranks, or the ranks are not a layout). */
+CSPMD_API cspmd_status_t cspmd_axis_from_ranks(const int64_t *ranks, int n, cspmd_axis_t *out);
+
+/* The canonical layout: writes up to CSPMD_MAX_MODES modes, returns the
+ * number of modes (0 for the trivial axis), -1 for an unknown id. */
+CSPMD_API int cspmd_axis_layout(cspmd_axis_t axis, int64_t *sizes, int64_t *strides);
+/* Product of the sizes (1 for trivial); 0 for an unknown id. */
+CSPMD_API int64_t cspmd_axis_size(cspmd_axis_t axis);
+/* The largest stride (0 for trivial): outermost-first ordering key. */
+CSPMD_API int64_t cspmd_axis_max_stride(cspmd_axis_t axis);
+/* 1 if the ranks-from-zero of a are a subset of those of b, else 0. */
+CSPMD_API int cspmd_axis_le(cspmd_axis_t a, cspmd_axis_t b);
+/* 1 if the axes' non-trivial modes are jointly radix separable, else 0. */
+CSPMD_API int cspmd_axes_orthogonal(const cspmd_axis_t *axes, int n);
+/* OK, or SPMD_TYPE with SPEC 1.4's message (first non-orthogonal pair, or
+ * the whole set when only jointly non-separable). */
+CSPMD_API cspmd_status_t cspmd_axes_check_orthogonal(const cspmd_axis_t *axes, int n);
+/* Flatten (SPEC 1.1).  Errors: VALUE (n < 1, not orthogonal). */
+CSPMD_API cspmd_status_t cspmd_axes_flatten(const cspmd_axis_t *axes, int n, cspmd_axis_t *out);
+
+/* Register a display name for an axis (SPEC 1.1 name registry, including
+ * the `name[<layout>]` rewrite when one base name is registered for two
+ * different axes).  Errors: MISUSE (bad id, empty name), NOMEM. */
+CSPMD_API cspmd_status_t cspmd_axis_name_add(cspmd_axis_t axis, const char *name);
+/* The display text of SPEC 1.1 (preferred name, "(trivial)" suffix,
+ * "{dp,cp}" flattening of named axes, "MeshAxis(4:1)").  Pointer valid for
+ * the life of the process (display texts are cached; re-derived when names
+ * change).  With debug != 0, the debug form ("SP/TP{4:1}"). */
+CSPMD_API const char *cspmd_axis_display(cspmd_axis_t axis, int debug);
+/* Forget every registered name (between tests). */
+CSPMD_API void cspmd_axis_names_reset(void);
+
+/* ===================================================================== */
+/* Type values (SPEC 1.4, 1.5)                                            */
+/* ===================================================================== */
+
+/* An interned type value: a set of (axis, local type) pairs over mutually
+ * orthogonal non-trivial axes, plus an optional partition spec.
+ * CSPMD_TYPE_UNTYPED (0) is "no type attribute" (absent); CSPMD_TYPE_EMPTY
+ * (1) is "typed but unknown on every axis" ({}). */
+typedef uint32_t cspmd_type_t;
+#define CSPMD_TYPE_UNTYPED ((cspmd_type_t)0)
+#define CSPMD_TYPE_EMPTY ((cspmd_type_t)1)
+
+/* A partition spec: for each tensor dim, 0..CSPMD_MAX_AXES axes, major to
+ * minor.  ndim == -1 means "no spec". */
+#define CSPMD_MAX_DIMS 16
+typedef struct cspmd_spec {
+    int8_t ndim;
+    uint8_t nentry[CSPMD_MAX_DIMS];
+    cspmd_axis_t entry[CSPMD_MAX_DIMS][CSPMD_MAX_AXES];
+} cspmd_spec_t;
+
+/* Intern a type from parallel arrays (order irrelevant; trivial axes are
+ * dropped; duplicate axes are MISUSE; ltypes must be R/I/V/P).  spec may be
+ * NULL.  Validates orthogonality (SPMD_TYPE, SPEC 1.4 message) and that
+ * every spec axis is V (SPMD_TYPE). */
+CSPMD_API cspmd_status_t cspmd_type_make(const cspmd_axis_t *axes, const cspmd_ltype_t *ltypes,
+                                         int n, const cspmd_spec_t *spec, cspmd_type_t *out);
+/* Number of axes (0 for UNTYPED / EMPTY; -1 for an unknown id). */
+CSPMD_API int cspmd_type_naxes(cspmd_type_t type);
+/* The i-th (axis, ltype) pair in canonical order (sorted by display name,
+ * then by id).  Errors: MISUSE. */
+CSPMD_API cspmd_status_t cspmd_type_entry(cspmd_type_t type, int i, cspmd_axis_t *axis,
+                                          cspmd_ltype_t *ltype);
+/* The local type on one axis, CSPMD_LT_NONE if absent. */
+CSPMD_API cspmd_ltype_t cspmd_type_get(cspmd_type_t type, cspmd_axis_t axis);
+/* The spec (ndim == -1 when none).  Errors: MISUSE. */
+CSPMD_API cspmd_status_t cspmd_type_spec(cspmd_type_t type, cspmd_spec_t *spec);
+/* The same type without its spec. */
+CSPMD_API cspmd_type_t cspmd_type_local(cspmd_type_t type);
+/* Per-axis dual (R<->P, I, V), spec dropped; UNTYPED -> UNTYPED. */
+CSPMD_API cspmd_type_t cspmd_type_dual(cspmd_type_t type);
+/* Replace (or add, when absent) one axis's local type. */
+CSPMD_API cspmd_status_t cspmd_type_with(cspmd_type_t type, cspmd_axis_t axis, cspmd_ltype_t lt,
+                                         cspmd_type_t *out);
+/* "{dp: R, tp: P}" (letters, axes in canonical order; spec appended as
+ * " PartitionSpec(tp, None)").  Returns the length that was needed. */
+CSPMD_API size_t cspmd_type_format(cspmd_type_t type, char *buf, size_t len);
+
+/* assert_type refinement (SPEC 4.1 steps 8-9): existing V + new P becomes
+ * P; other differences are SPMD_TYPE "SPMD type mismatch on axis X: tensor
+ * has A, expected B"; axes are merged (orthogonality checked); specs are
+ * refined per dim with the PartitionSpec conflict errors.  existing may be
+ * UNTYPED (result: new).  On error *out is untouched. */
+CSPMD_API cspmd_status_t cspmd_type_refine(cspmd_type_t existing, cspmd_type_t next,
+                                           cspmd_type_t *out);
+
+/* In-place / out= validation (SPEC 2.8): for every axis of inferred that
+ * old also has, equal, or R->V / I->V when !requires_grad.  op names the op
+ * in the message.  *out = inferred on success. */
+CSPMD_API cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t old,
+                                                   cspmd_type_t inferred, int requires_grad,
+                                                   cspmd_type_t *out);
+
+/* ===================================================================== */
+/* Per-thread checker state (SPEC 1.2, 2.1)                               */
+/* ===================================================================== */
+
+/* Current mesh stack.  push interns the axis set (trivial axes dropped,
+ * orthogonality checked: SPMD_TYPE), pop removes the top (MISUSE if
+ * empty).  Depth is bounded (NOMEM past 64). */
+CSPMD_API cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n);
+CSPMD_API cspmd_status_t cspmd_mesh_pop(void);
+/* The current mesh's axes, outermost first (sorted by max stride desc);
+ * returns their count, -1 when no mesh is current. */
+CSPMD_API int cspmd_mesh_current(cspmd_axis_t *axes /* CSPMD_MAX_AXES */);
+
+/* Checker flags of the calling thread: enabled (typecheck() active and not
+ * paused) and strict (1) / permissive (0).  Both default to 0 / 1. */
+CSPMD_API void cspmd_checker_set(int enabled, int strict);
+CSPMD_API int cspmd_checker_enabled(void);
+CSPMD_API int cspmd_checker_strict(void);
+
+/* ===================================================================== */
+/* Ops: rules and inference (SPEC 2.3-2.8)                                */
+/* ===================================================================== */
+
+typedef int32_t cspmd_rule_t;
+
+/* The rule for an aten-level op ("aten::add", "Tensor"; overload "" for
+ * the default).  Unknown ops get the NONLINEAR rule.  Never fails; the
+ * caller caches the result per operator. */
+CSPMD_API cspmd_rule_t cspmd_rule_find(const char *name, const char *overload);
+
+/* What the kernel must do with a rule's op. */
+typedef enum cspmd_rule_kind {
+    CSPMD_KIND_INFER = 0,    /* infer the output type from the operands     */
+    CSPMD_KIND_PASSTHROUGH,  /* run unchecked, leave outputs untyped        */
+    CSPMD_KIND_FACTORY,      /* deterministic factory: R on the mesh when no
+                                operand, else inference                     */
+    CSPMD_KIND_FILL,         /* in-place fill of self (zero_, fill_, copy_
+                                of an untyped self): deterministic          */
+    CSPMD_KIND_RANDOM_FILL   /* in-place random fill (normal_, uniform_...) */
+} cspmd_rule_kind_t;
+CSPMD_API cspmd_rule_kind_t cspmd_rule_kind(cspmd_rule_t rule);
+/* "LINEAR", "MULTILINEAR", "NONLINEAR", ... (for tests and tracing). */
+CSPMD_API const char *cspmd_rule_name(cspmd_rule_t rule);
+
+/* One operand of an op, in flattened operand order. */
+typedef enum cspmd_operand_kind {
+    CSPMD_OPERAND_TENSOR = 0,  /* a tensor (type may be UNTYPED)                */
+    CSPMD_OPERAND_SCALAR = 1,  /* a plain number or wrapped-number tensor; weak
+                                  scalar _S if at a declared position          */
+    CSPMD_OPERAND_TYPED = 2    /* a typed scalar (cspmd.Scalar): its exact type */
+} cspmd_operand_kind_t;
+
+typedef struct cspmd_operand {
+    cspmd_type_t type;  /* the tensor's type (ignored for SCALAR)        */
+    uint16_t arg;       /* schema argument index it came from            */
+    uint8_t kind;       /* cspmd_operand_kind_t                          */
+    uint8_t pad;
+} cspmd_operand_t;
+
+/* Infer the output local type for rule over ops[0..n).  Uses the calling
+ * thread's current mesh and strictness.  On a type error returns
+ * SPMD_TYPE with the message (including fix suggestions, SPEC 2.3) but
+ * without operator context (the kernel appends it).  Allocation-free and
+ * lock-free on a memo hit. */
+CSPMD_API cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
+                                     cspmd_type_t *out);
+
+/* The raw per-axis rule (SPEC 2.3) for tests: types[0..n) with
+ * CSPMD_LT_NONE standing for the weak scalar _S.  linearity is one of
+ * "LINEAR", "MULTILINEAR", "NONLINEAR".  axis names the axis in messages. */
+CSPMD_API cspmd_status_t cspmd_infer_axis(const char *linearity, const cspmd_ltype_t *types,
+                                          int n, cspmd_axis_t axis, cspmd_ltype_t *out);
+
+/* ===================================================================== */
+/* Collectives (SPEC 3)                                                   */
+/* ===================================================================== */
+
+typedef enum cspmd_coll {
+    CSPMD_COLL_ALL_REDUCE = 0,
+    CSPMD_COLL_ALL_GATHER,
+    CSPMD_COLL_REDUCE_SCATTER,
+    CSPMD_COLL_ALL_TO_ALL,
+    CSPMD_COLL_REINTERPRET,
+    CSPMD_COLL_CONVERT,
+    CSPMD_COLL_REDISTRIBUTE,
+    CSPMD_COLL_INVARIANT_TO_REPLICATE,
+    CSPMD_COLL_COUNT
+} cspmd_coll_t;
+
+/* A per-axis collective type: a local type, or S(dim) when ltype == V and
+ * shard_dim >= 0 (plain V has shard_dim == -1). */
+typedef struct cspmd_ctype {
+    cspmd_ltype_t ltype;
+    int32_t shard_dim;
+} cspmd_ctype_t;
+
+/* Validate (src, dst) for a collective or conversion and the expert gate
+ * (SPEC 3.2-3.8, 3.12).  VALUE with the reference's message on a bad pair
+ * or a missing expert_mode. */
+CSPMD_API cspmd_status_t cspmd_coll_validate(cspmd_coll_t op, cspmd_ctype_t src,
+                                             cspmd_ctype_t dst, int expert_mode);
+
+/* The backward op of a forward (op, src, dst) pair (SPEC 3.12 table):
+ * writes the backward op and its (src, dst).  Compositions (reinterpret
+ * I->V, I->P) report the first backward step of the reverse chain. */
+CSPMD_API cspmd_status_t cspmd_coll_backward(cspmd_coll_t op, cspmd_ctype_t src,
+                                             cspmd_ctype_t dst, cspmd_coll_t *bop,
+                                             cspmd_ctype_t *bsrc, cspmd_ctype_t *bdst);
+
+/* The checker rule of SPEC 3.10: resolve axis against in (including
+ * flattened sub-axes), check the input type is src (V accepted for P),
+ * and set the resolved axes to dst.  fn names the op in messages. */
+CSPMD_API cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t src,
+                                          cspmd_ltype_t dst, cspmd_type_t in, cspmd_type_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CSPMD_H */

@@ -1,0 +1,15 @@
+/* Runs the core's types suites. */
+#include <stdlib.h>
+
+#include "suites.h"
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite_axis());
+    srunner_add_suite(sr, suite_type());
+    srunner_add_suite(sr, suite_mesh());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,11 @@
+/* One Check suite per core module; the runner runs them all. */
+#ifndef CSPMD_TEST_SUITES_H
+#define CSPMD_TEST_SUITES_H
+#include <check.h>
+Suite *suite_axis(void);
+Suite *suite_type(void);
+Suite *suite_mesh(void);
+Suite *suite_infer(void);
+Suite *suite_rules(void);
+Suite *suite_coll(void);
+#endif
