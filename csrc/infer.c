@@ -1,1 +1,777 @@
+/*
+ * infer.c -- output type inference for ordinary ops (SPEC 2.3-2.7).
+ *
+ * cspmd_infer(rule, operands) -> output local type, or SPMD_TYPE with the
+ * reference's message (including fix suggestions).  Memoised per thread:
+ * a direct-mapped cache keyed by (rule, current mesh id, strictness,
+ * operands) answers repeated calls without locks, allocation or string
+ * work.  Errors are not memoised (they are computed again, so the message
+ * is always fresh).
+ *
+ * The per-axis rule only depends on the *set* of types on the axis and the
+ * number of P among them, so it is evaluated on counts; the ordered list is
+ * kept (up to LIST_CAP entries) for the "Found types: [...]" text only.
+ * Operand lists of any length are handled without allocation: each pass
+ * re-reads the operands' types through the lock-free type accessor.
+ *
+ * Operand views.  Inference runs over a *view* of the operand list: the
+ * operands whose schema argument is in a mask, optionally preceded by one
+ * synthetic type (the MULTILINEAR stage's result in the addmm family's
+ * LINEAR(MULTILINEAR(a, b), self) decomposition).  "args[i]" in messages is
+ * the index among the view's tensor-like elements (tensors and typed
+ * scalars; weak scalars are appended after them, as in the reference).
+ *
+ * LINEAR rules with nonlinear positions treat those arguments as fixed
+ * coefficients: per axis, result = MULTILINEAR(LINEAR(free...), coef...).
+ * MULTILINEAR rules with nonlinear positions (div, backward ops) are plain
+ * MULTILINEAR over all operands after the "Partial in nonlinear argument"
+ * check (SPEC 2.6).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
 #include "cspmd.h"
+#include "rules.h"
+
+#define LIST_CAP 256
+#define UNION_CAP 64
+#define MSG_CAP 4096
+#define MEMO_SIZE 512 /* entries per thread, a power of two */
+#define MEMO_OPS 8    /* operands stored inline in an entry */
+
+/* ===================================================================== */
+/* Per-axis type lists and the raw rule                                  */
+/* ===================================================================== */
+
+/* CSPMD_LT_NONE (0) stands for the weak scalar _S. */
+typedef struct tlist {
+    int n;
+    int cnt[5];
+    uint8_t v[LIST_CAP];
+} tlist_t;
+
+static void tl_init(tlist_t *l)
+{
+    memset(l->cnt, 0, sizeof l->cnt);
+    l->n = 0;
+}
+
+static void tl_push(tlist_t *l, cspmd_ltype_t t)
+{
+    l->cnt[t]++;
+    if (l->n < LIST_CAP)
+        l->v[l->n] = (uint8_t)t;
+    l->n++;
+}
+
+enum {
+    E_OK = 0,
+    E_EMPTY,
+    E_I_MIX,
+    E_P_V,
+    E_P_NONLIN,
+    E_P_LIN,
+    E_P_MULTI,
+    E_INCOMPAT
+};
+
+/* The raw rule of SPEC 2.3 on type counts (index = cspmd_ltype_t, 0 = _S). */
+static int rule_eval(int lin, const int cnt[5], cspmd_ltype_t *out)
+{
+    int s = cnt[0], r = cnt[CSPMD_LT_R], i = cnt[CSPMD_LT_I], v = cnt[CSPMD_LT_V],
+        p = cnt[CSPMD_LT_P];
+    if (s + r + i + v + p == 0)
+        return E_EMPTY;
+    if (i + v + p == 0) {
+        *out = CSPMD_LT_R;
+        return E_OK;
+    }
+    if (r + v + p == 0) {
+        *out = CSPMD_LT_I;
+        return E_OK;
+    }
+    if (i + p == 0) {
+        *out = CSPMD_LT_V;
+        return E_OK;
+    }
+    if (i > 0)
+        return E_I_MIX;
+    if (p > 0) {
+        if (v > 0)
+            return E_P_V;
+        if (lin == CSPMDI_LIN_NONLINEAR)
+            return E_P_NONLIN;
+        if (lin == CSPMDI_LIN_LINEAR && (r > 0 || s > 0))
+            return E_P_LIN;
+        if (lin == CSPMDI_LIN_MULTILINEAR && p > 1)
+            return E_P_MULTI;
+        *out = CSPMD_LT_P;
+        return E_OK;
+    }
+    return E_INCOMPAT; /* unreachable */
+}
+
+/* ===================================================================== */
+/* Message building                                                      */
+/* ===================================================================== */
+
+typedef struct sbuf {
+    char *p;
+    size_t cap, len;
+} sbuf_t;
+
+static void sb_add(sbuf_t *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void sb_add(sbuf_t *b, const char *fmt, ...)
+{
+    if (b->len + 1 >= b->cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (r < 0)
+        return;
+    b->len += (size_t)r;
+    if (b->len >= b->cap)
+        b->len = b->cap - 1;
+}
+
+static const char *lt_name(int t)
+{
+    return t == 0 ? "Scalar" : cspmd_ltype_letter((cspmd_ltype_t)t);
+}
+
+static void sb_list(sbuf_t *b, const tlist_t *l)
+{
+    sb_add(b, "[");
+    int shown = l->n < LIST_CAP ? l->n : LIST_CAP;
+    for (int k = 0; k < shown; k++)
+        sb_add(b, "%s%s", k ? ", " : "", lt_name(l->v[k]));
+    if (l->n > shown)
+        sb_add(b, ", ... (%d more)", l->n - shown);
+    sb_add(b, "]");
+}
+
+static void sb_base_error(sbuf_t *b, int err, const char *ax, const tlist_t *l)
+{
+    switch (err) {
+    case E_I_MIX:
+        sb_add(b, "Invariant type on axis %s cannot mix with other types. Found types: ", ax);
+        break;
+    case E_P_V:
+        sb_add(b,
+               "Partial type on axis %s cannot combine with Varying. Reduce Partial first "
+               "(all_reduce -> R, or reduce_scatter -> V). Found types: ",
+               ax);
+        break;
+    case E_P_NONLIN:
+        sb_add(b,
+               "Partial type on axis %s cannot propagate through non-linear ops (non-linear of "
+               "a partial sum != partial sum of non-linear). Reduce first with all_reduce or "
+               "reduce_scatter. Found types: ",
+               ax);
+        break;
+    case E_P_LIN:
+        sb_add(b,
+               "Partial type on axis %s in a linear op requires all operands to be Partial (sum "
+               "of partial sums is a partial sum, but adding a Replicate or scalar value makes "
+               "the result affine -- the non-partial term gets summed N times across ranks). "
+               "Found types: ",
+               ax);
+        break;
+    case E_P_MULTI:
+        sb_add(b,
+               "Partial in multiple factors of multilinear op on axis %s is forbidden. Reduce "
+               "all but one factor first. Found types: ",
+               ax);
+        break;
+    default:
+        sb_add(b, "Incompatible types on axis %s: ", ax);
+        break;
+    }
+    sb_list(b, l);
+}
+
+/* Fix-suggestion candidates, in the reference's order (SPEC 2.3). */
+static const struct {
+    cspmd_ltype_t from, to;
+    const char *fn;
+    const char *consequence;
+} fixes[] = {
+    {CSPMD_LT_I, CSPMD_LT_R, "convert", "no-op forward, all-reduce in backward"},
+    {CSPMD_LT_I, CSPMD_LT_P, "convert", "zeros non-rank-0 in forward, no-op backward"},
+    {CSPMD_LT_P, CSPMD_LT_R, "all_reduce", "all-reduce in forward, all-reduce in backward"},
+    {CSPMD_LT_P, CSPMD_LT_I, "all_reduce", "all-reduce in forward, no-op backward"},
+    {CSPMD_LT_R, CSPMD_LT_P, "convert",
+     "zeros non-rank-0 in forward, zeros non-rank-0 in backward"},
+};
+
+static const char *full_name(cspmd_ltype_t t)
+{
+    switch (t) {
+    case CSPMD_LT_R: return "Replicate";
+    case CSPMD_LT_I: return "Invariant";
+    case CSPMD_LT_V: return "Varying";
+    case CSPMD_LT_P: return "Partial";
+    default: return "Scalar";
+    }
+}
+
+static void sb_suggestions(sbuf_t *b, int lin, const int cnt[5], const char *ax)
+{
+    int any = 0;
+    for (size_t k = 0; k < sizeof fixes / sizeof fixes[0]; k++) {
+        int from = fixes[k].from, to = fixes[k].to;
+        if (cnt[from] == 0)
+            continue;
+        int mod[5], rem[5], total = 0;
+        memcpy(mod, cnt, sizeof mod);
+        mod[from]--;
+        mod[to]++;
+        cspmd_ltype_t fix_out, nat_out;
+        if (rule_eval(lin, mod, &fix_out) != E_OK)
+            continue;
+        memcpy(rem, cnt, sizeof rem);
+        rem[from]--;
+        for (int t = 0; t < 5; t++)
+            total += rem[t];
+        if (total > 0 && rule_eval(lin, rem, &nat_out) == E_OK && nat_out != fix_out)
+            continue;
+        if (!any)
+            sb_add(b, "\nAre you missing a collective or a reinterpret/convert call? e.g.,");
+        any = 1;
+        sb_add(b, "\n  %s(tensor, %s, src=%s, dst=%s) on the %s operand (%s)", fixes[k].fn, ax,
+               cspmd_ltype_letter(fixes[k].from), cspmd_ltype_letter(fixes[k].to),
+               full_name(fixes[k].from), fixes[k].consequence);
+    }
+}
+
+/* The per-axis rule with the reference's error text and suggestions. */
+static cspmd_status_t axis_rule(int lin, const tlist_t *l, cspmd_axis_t axis,
+                                cspmd_ltype_t *out)
+{
+    int err = rule_eval(lin, l->cnt, out);
+    if (err == E_OK)
+        return CSPMD_OK;
+    const char *ax = cspmd_axis_display(axis, 0);
+    if (err == E_EMPTY)
+        return cspmd_error_set(CSPMD_ERR_VALUE, "No types provided for axis %s", ax);
+    char msg[MSG_CAP];
+    sbuf_t b = {msg, sizeof msg, 0};
+    msg[0] = '\0';
+    sb_base_error(&b, err, ax, l);
+    sb_suggestions(&b, lin, l->cnt, ax);
+    return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s", msg);
+}
+
+cspmd_status_t cspmd_infer_axis(const char *linearity, const cspmd_ltype_t *types, int n,
+                                cspmd_axis_t axis, cspmd_ltype_t *out)
+{
+    if (linearity == NULL || out == NULL || n < 0 || (n > 0 && types == NULL))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer_axis: bad arguments");
+    int lin;
+    if (strcmp(linearity, "LINEAR") == 0)
+        lin = CSPMDI_LIN_LINEAR;
+    else if (strcmp(linearity, "MULTILINEAR") == 0)
+        lin = CSPMDI_LIN_MULTILINEAR;
+    else if (strcmp(linearity, "NONLINEAR") == 0)
+        lin = CSPMDI_LIN_NONLINEAR;
+    else
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer_axis: unknown linearity '%s'",
+                               linearity);
+    if (!cspmdi_axis_valid(axis))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer_axis: unknown axis id %u",
+                               (unsigned)axis);
+    tlist_t l;
+    tl_init(&l);
+    for (int k = 0; k < n; k++) {
+        if ((int)types[k] < 0 || (int)types[k] > CSPMD_LT_P)
+            return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer_axis: bad local type %d",
+                                   (int)types[k]);
+        tl_push(&l, types[k]);
+    }
+    return axis_rule(lin, &l, axis, out);
+}
+
+/* ===================================================================== */
+/* Operand views                                                         */
+/* ===================================================================== */
+
+static uint64_t arg_bit(unsigned arg)
+{
+    return UINT64_C(1) << (arg < 63 ? arg : 63);
+}
+
+typedef struct view {
+    int has_lead;
+    cspmd_type_t lead;
+    const cspmd_operand_t *ops;
+    int n;
+    uint64_t argmask;    /* operands whose arg is in the mask belong      */
+    uint64_t coefmask;   /* ... and are coefficients when also in this    */
+    uint64_t scalarmask; /* SCALAR operands at these args are weak _S     */
+} view_t;
+
+/* One tensor-like element of a view. */
+typedef struct elem {
+    int n;
+    cspmd_axis_t axes[CSPMD_MAX_AXES];
+    cspmd_ltype_t lt[CSPMD_MAX_AXES];
+    int coef;
+} elem_t;
+
+/* Element k of the operand list, if it is a tensor-like element of the
+ * view (returns 1 and fills e), else 0.  k == -1 is the lead. */
+static int view_elem(const view_t *v, int k, elem_t *e)
+{
+    if (k < 0) {
+        if (!v->has_lead)
+            return 0;
+        e->n = cspmdi_type_axes(v->lead, e->axes, e->lt);
+        if (e->n < 0)
+            e->n = 0;
+        e->coef = 0;
+        return 1;
+    }
+    const cspmd_operand_t *o = &v->ops[k];
+    uint64_t bit = arg_bit(o->arg);
+    if (!(v->argmask & bit) || o->kind == CSPMD_OPERAND_SCALAR)
+        return 0;
+    e->n = cspmdi_type_axes(o->type, e->axes, e->lt);
+    if (e->n < 0)
+        e->n = 0;
+    if (o->kind == CSPMD_OPERAND_TYPED && e->n == 0)
+        return 0; /* a Scalar wrapper with no axes adds nothing (SPEC 2.5) */
+    e->coef = (v->coefmask & bit) != 0;
+    return 1;
+}
+
+static cspmd_ltype_t elem_get(const elem_t *e, cspmd_axis_t axis)
+{
+    for (int j = 0; j < e->n; j++)
+        if (e->axes[j] == axis)
+            return e->lt[j];
+    return CSPMD_LT_NONE;
+}
+
+/* Sort by display name, then id (SPEC 2.4's processing order). */
+static void sort_by_name(cspmd_axis_t *a, int n)
+{
+    for (int i = 1; i < n; i++) {
+        cspmd_axis_t x = a[i];
+        const char *xn = cspmd_axis_display(x, 0);
+        int j = i - 1;
+        while (j >= 0) {
+            int c = strcmp(cspmd_axis_display(a[j], 0), xn);
+            if (c < 0 || (c == 0 && a[j] < x))
+                break;
+            a[j + 1] = a[j];
+            j--;
+        }
+        a[j + 1] = x;
+    }
+}
+
+/* Sort outermost first: max stride descending, then display name. */
+static void sort_outer(cspmd_axis_t *a, int n)
+{
+    for (int i = 1; i < n; i++) {
+        cspmd_axis_t x = a[i];
+        int64_t xs = cspmd_axis_max_stride(x);
+        const char *xn = cspmd_axis_display(x, 0);
+        int j = i - 1;
+        while (j >= 0) {
+            int64_t s = cspmd_axis_max_stride(a[j]);
+            if (s > xs || (s == xs && strcmp(cspmd_axis_display(a[j], 0), xn) <= 0))
+                break;
+            a[j + 1] = a[j];
+            j--;
+        }
+        a[j + 1] = x;
+    }
+}
+
+static void sb_axis_set(sbuf_t *b, const cspmd_axis_t *axes, int n)
+{
+    cspmd_axis_t tmp[UNION_CAP];
+    if (n > UNION_CAP)
+        n = UNION_CAP;
+    memcpy(tmp, axes, (size_t)n * sizeof tmp[0]);
+    sort_outer(tmp, n);
+    sb_add(b, "{");
+    for (int i = 0; i < n; i++)
+        sb_add(b, "%s%s", i ? ", " : "", cspmd_axis_display(tmp[i], 0));
+    sb_add(b, "}");
+}
+
+typedef struct mesh_info {
+    int n; /* -1: no current mesh */
+    cspmd_axis_t axes[CSPMD_MAX_AXES];
+    int strict;
+} mesh_info_t;
+
+static int axis_in(const cspmd_axis_t *a, int n, cspmd_axis_t x)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] == x)
+            return 1;
+    return 0;
+}
+
+/* Full multi-axis inference over a view (SPEC 2.4) with linearity lin. */
+static cspmd_status_t infer_view(const view_t *v, int lin, const mesh_info_t *m,
+                                 cspmd_type_t *out)
+{
+    cspmd_axis_t all[UNION_CAP];
+    int nall = 0, any_axes = 0, nfree_s = 0, ncoef_s = 0;
+    elem_t e;
+
+    /* Union of operand axes, and the weak scalars. */
+    for (int k = v->has_lead ? -1 : 0; k < v->n; k++) {
+        if (k >= 0 && v->ops[k].kind == CSPMD_OPERAND_SCALAR) {
+            uint64_t bit = arg_bit(v->ops[k].arg);
+            if ((v->argmask & bit) && (v->scalarmask & bit)) {
+                if (v->coefmask & bit)
+                    ncoef_s++;
+                else
+                    nfree_s++;
+            }
+            continue;
+        }
+        if (!view_elem(v, k, &e))
+            continue;
+        for (int j = 0; j < e.n; j++) {
+            any_axes = 1;
+            if (!axis_in(all, nall, e.axes[j])) {
+                if (nall == UNION_CAP)
+                    return cspmd_error_set(CSPMD_ERR_NOMEM,
+                                           "cspmd_infer: more than %d axes among the operands",
+                                           UNION_CAP);
+                all[nall++] = e.axes[j];
+            }
+        }
+    }
+    if (!any_axes)
+        nfree_s = ncoef_s = 0; /* scalars add nothing without axes (SPEC 2.5) */
+    for (int j = 0; j < m->n; j++)
+        if (!axis_in(all, nall, m->axes[j]) && nall < UNION_CAP)
+            all[nall++] = m->axes[j];
+    sort_by_name(all, nall);
+
+    cspmd_axis_t oaxes[CSPMD_MAX_AXES];
+    cspmd_ltype_t olt[CSPMD_MAX_AXES];
+    int nout = 0;
+    tlist_t fl, cl;
+    for (int a = 0; a < nall; a++) {
+        cspmd_axis_t axis = all[a];
+        tl_init(&fl);
+        tl_init(&cl);
+        int idx = 0, present = 0;
+        for (int k = v->has_lead ? -1 : 0; k < v->n; k++) {
+            if (!view_elem(v, k, &e))
+                continue;
+            int my = idx++;
+            cspmd_ltype_t t = elem_get(&e, axis);
+            if (t == CSPMD_LT_NONE) {
+                if (!m->strict)
+                    continue;
+                char msg[MSG_CAP];
+                sbuf_t b = {msg, sizeof msg, 0};
+                msg[0] = '\0';
+                if (m->n >= 0 && axis_in(m->axes, m->n, axis)) {
+                    sb_add(&b, "args[%d] missing axis %s from the current mesh ", my,
+                           cspmd_axis_display(axis, 0));
+                    sb_axis_set(&b, m->axes, m->n);
+                    sb_add(&b, ". args[%d] has axes ", my);
+                    sb_axis_set(&b, e.axes, e.n);
+                    sb_add(&b, ".");
+                } else {
+                    sb_add(&b, "args[%d] missing axis %s. args[%d] has axes ", my,
+                           cspmd_axis_display(axis, 0), my);
+                    sb_axis_set(&b, e.axes, e.n);
+                    sb_add(&b, ", but the union of all operand axes is ");
+                    sb_axis_set(&b, all, nall);
+                    sb_add(&b, ". All operands must be annotated on the same set of mesh axes.");
+                }
+                return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s", msg);
+            }
+            present++;
+            tl_push(e.coef ? &cl : &fl, t);
+        }
+        if (present == 0)
+            continue; /* nobody is typed on this axis: the output lacks it */
+        for (int s = 0; s < nfree_s; s++)
+            tl_push(&fl, CSPMD_LT_NONE);
+        for (int s = 0; s < ncoef_s; s++)
+            tl_push(&cl, CSPMD_LT_NONE);
+
+        cspmd_ltype_t r;
+        cspmd_status_t st;
+        if (cl.n == 0) {
+            st = axis_rule(lin, &fl, axis, &r);
+        } else {
+            /* LINEAR in the free operands, coefficients multiply. */
+            tlist_t g;
+            tl_init(&g);
+            if (fl.n > 0) {
+                st = axis_rule(CSPMDI_LIN_LINEAR, &fl, axis, &r);
+                if (st != CSPMD_OK)
+                    return st;
+                tl_push(&g, r);
+            }
+            int shown = cl.n < LIST_CAP ? cl.n : LIST_CAP;
+            for (int k = 0; k < shown; k++)
+                tl_push(&g, (cspmd_ltype_t)cl.v[k]);
+            if (cl.n > shown) { /* keep exact counts past LIST_CAP */
+                for (int t = 0; t < 5; t++)
+                    g.cnt[t] += cl.cnt[t];
+                for (int k = 0; k < shown; k++)
+                    g.cnt[cl.v[k]]--;
+                g.n += cl.n - shown;
+            }
+            st = axis_rule(CSPMDI_LIN_MULTILINEAR, &g, axis, &r);
+        }
+        if (st != CSPMD_OK)
+            return st;
+        if (nout == CSPMD_MAX_AXES)
+            return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd: more than %d axes in one type",
+                                   CSPMD_MAX_AXES);
+        oaxes[nout] = axis;
+        olt[nout] = r;
+        nout++;
+    }
+    if (nout == 0) {
+        *out = CSPMD_TYPE_EMPTY;
+        return CSPMD_OK;
+    }
+    return cspmd_type_make(oaxes, olt, nout, NULL, out);
+}
+
+/* R on every axis of the current mesh, or {} without one (SPEC 2.7). */
+static cspmd_status_t deterministic(const mesh_info_t *m, cspmd_type_t *out)
+{
+    if (m->n <= 0) {
+        *out = CSPMD_TYPE_EMPTY;
+        return CSPMD_OK;
+    }
+    cspmd_ltype_t lt[CSPMD_MAX_AXES];
+    for (int j = 0; j < m->n; j++)
+        lt[j] = CSPMD_LT_R;
+    return cspmd_type_make(m->axes, lt, m->n, NULL, out);
+}
+
+/* "<op>: Partial type in nonlinear argument on axis X is not allowed". */
+static cspmd_status_t check_nonlinear_args(const cspmdi_rule_t *r, const cspmd_operand_t *ops,
+                                           int n)
+{
+    if (r->nonlin_pos == 0)
+        return CSPMD_OK;
+    for (int k = 0; k < n; k++) {
+        if (ops[k].kind == CSPMD_OPERAND_SCALAR || !(r->nonlin_pos & arg_bit(ops[k].arg)))
+            continue;
+        cspmd_axis_t axes[CSPMD_MAX_AXES];
+        cspmd_ltype_t lt[CSPMD_MAX_AXES];
+        int na = cspmdi_type_axes(ops[k].type, axes, lt);
+        cspmd_axis_t bad[CSPMD_MAX_AXES];
+        int nb = 0;
+        for (int j = 0; j < na; j++)
+            if (lt[j] == CSPMD_LT_P)
+                bad[nb++] = axes[j];
+        if (nb == 0)
+            continue;
+        sort_by_name(bad, nb);
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "%s: Partial type in nonlinear argument on axis %s is not allowed "
+                               "(the op is not linear in this argument, e.g. a divisor, an index "
+                               "or a saved activation). Reduce it first with all_reduce.",
+                               cspmdi_rule_short_name(r), cspmd_axis_display(bad[0], 0));
+    }
+    return CSPMD_OK;
+}
+
+static int has_axes(cspmd_type_t t)
+{
+    return cspmdi_type_axes(t, NULL, NULL) > 0;
+}
+
+static cspmd_status_t infer_uncached(const cspmdi_rule_t *r, const cspmd_operand_t *ops, int n,
+                                     const mesh_info_t *m, cspmd_type_t *out)
+{
+    view_t v = {0, 0, ops, n, ~UINT64_C(0), 0, r->scalar_pos};
+    if (r->operand_pos)
+        v.argmask = r->operand_pos;
+    if (r->lin == CSPMDI_LIN_LINEAR && !(r->flags & CSPMDI_RF_DECOMP))
+        v.coefmask = r->nonlin_pos;
+
+    cspmd_status_t st = check_nonlinear_args(r, ops, n);
+    if (st != CSPMD_OK)
+        return st;
+
+    switch (r->kind) {
+    case CSPMD_KIND_PASSTHROUGH:
+        *out = CSPMD_TYPE_UNTYPED;
+        return CSPMD_OK;
+    case CSPMD_KIND_FACTORY: {
+        if (r->flags & CSPMDI_RF_IGNORE_OPERANDS)
+            return deterministic(m, out);
+        int counted = 0;
+        for (int k = 0; k < n; k++) {
+            if (ops[k].kind == CSPMD_OPERAND_SCALAR)
+                continue;
+            if (ops[k].kind == CSPMD_OPERAND_TENSOR && !(r->flags & CSPMDI_RF_FRESH))
+                counted++;
+            else if (has_axes(ops[k].type))
+                counted++;
+        }
+        if (counted == 0)
+            return deterministic(m, out);
+        return infer_view(&v, r->lin, m, out);
+    }
+    case CSPMD_KIND_FILL:
+    case CSPMD_KIND_RANDOM_FILL: {
+        int self = -1, others = 0;
+        for (int k = 0; k < n; k++) {
+            if (ops[k].kind == CSPMD_OPERAND_TENSOR && ops[k].arg == 0 && self < 0)
+                self = k;
+            else if (ops[k].kind != CSPMD_OPERAND_SCALAR && has_axes(ops[k].type))
+                others = 1;
+        }
+        int self_typed = self >= 0 && has_axes(ops[self].type);
+        if (r->kind == CSPMD_KIND_RANDOM_FILL) {
+            *out = self_typed ? cspmd_type_local(ops[self].type) : CSPMD_TYPE_EMPTY;
+            return CSPMD_OK;
+        }
+        if (!others)
+            return self_typed ? (*out = cspmd_type_local(ops[self].type), CSPMD_OK)
+                              : deterministic(m, out);
+        if (!self_typed)
+            v.argmask &= ~arg_bit(0); /* infer from the fill value alone */
+        return infer_view(&v, r->lin, m, out);
+    }
+    default:
+        break;
+    }
+
+    if (r->flags & CSPMDI_RF_DECOMP) {
+        view_t mm = {0, 0, ops, n, arg_bit((unsigned)r->dec_a) | arg_bit((unsigned)r->dec_b), 0,
+                     0};
+        cspmd_type_t t1;
+        st = infer_view(&mm, CSPMDI_LIN_MULTILINEAR, m, &t1);
+        if (st != CSPMD_OK)
+            return st;
+        int have_self = 0;
+        for (int k = 0; k < n; k++)
+            if (ops[k].kind != CSPMD_OPERAND_SCALAR && ops[k].arg == (unsigned)r->dec_self)
+                have_self = 1;
+        if (!have_self) {
+            *out = t1;
+            return CSPMD_OK;
+        }
+        view_t lin = {1, t1, ops, n, arg_bit((unsigned)r->dec_self), 0, 0};
+        return infer_view(&lin, CSPMDI_LIN_LINEAR, m, out);
+    }
+    return infer_view(&v, r->lin, m, out);
+}
+
+/* ===================================================================== */
+/* The per-thread memo                                                   */
+/* ===================================================================== */
+
+typedef struct memo_op {
+    uint32_t type;
+    uint16_t arg;
+    uint8_t kind;
+    uint8_t pad;
+} memo_op_t;
+
+typedef struct memo_entry {
+    int32_t rule_plus1; /* 0: empty slot */
+    uint32_t mesh;
+    uint8_t strict, n;
+    uint16_t pad;
+    cspmd_type_t out;
+    memo_op_t ops[MEMO_OPS];
+} memo_entry_t;
+
+static _Thread_local memo_entry_t tl_memo[MEMO_SIZE];
+
+static uint32_t mix(uint32_t h, uint32_t x)
+{
+    h ^= x;
+    h *= 0x01000193u;
+    return h ^ (h >> 15);
+}
+
+static void memo_key(const cspmd_operand_t *ops, int n, memo_op_t *k)
+{
+    for (int i = 0; i < n; i++) {
+        k[i].type = ops[i].kind == CSPMD_OPERAND_SCALAR ? 0u : ops[i].type;
+        k[i].arg = ops[i].arg;
+        k[i].kind = ops[i].kind;
+        k[i].pad = 0;
+    }
+}
+
+cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
+                           cspmd_type_t *out)
+{
+    const cspmdi_rule_t *r = cspmdi_rule_get(rule);
+    if (r == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: unknown rule id %d", (int)rule);
+    if (out == NULL || n < 0 || (n > 0 && ops == NULL))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: bad arguments (n = %d)", n);
+
+    uint32_t mesh = cspmdi_mesh_id();
+    int strict = cspmd_checker_strict() ? 1 : 0;
+
+    memo_op_t key[MEMO_OPS];
+    memo_entry_t *slot = NULL;
+    if (n <= MEMO_OPS) {
+        memo_key(ops, n, key);
+        uint32_t h = mix(mix(mix(0x811c9dc5u, (uint32_t)rule), mesh), (uint32_t)(strict | n << 1));
+        for (int i = 0; i < n; i++)
+            h = mix(mix(h, key[i].type), (uint32_t)key[i].arg << 8 | key[i].kind);
+        slot = &tl_memo[h & (MEMO_SIZE - 1)];
+        if (slot->rule_plus1 == rule + 1 && slot->mesh == mesh && slot->strict == strict &&
+            slot->n == n && memcmp(slot->ops, key, (size_t)n * sizeof key[0]) == 0) {
+            *out = slot->out;
+            return CSPMD_OK;
+        }
+    }
+
+    /* Miss: validate the operands, then infer. */
+    for (int i = 0; i < n; i++) {
+        if (ops[i].kind > CSPMD_OPERAND_TYPED)
+            return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: operand %d has bad kind %u",
+                                   i, (unsigned)ops[i].kind);
+        if (ops[i].kind != CSPMD_OPERAND_SCALAR && !cspmdi_type_valid(ops[i].type))
+            return cspmd_error_set(CSPMD_ERR_MISUSE,
+                                   "cspmd_infer: operand %d has unknown type id %u", i,
+                                   (unsigned)ops[i].type);
+    }
+    mesh_info_t m;
+    m.strict = strict;
+    m.n = mesh ? cspmdi_mesh_axes(mesh, m.axes) : -1;
+
+    cspmd_type_t res;
+    cspmd_status_t st = infer_uncached(r, ops, n, &m, &res);
+    if (st != CSPMD_OK)
+        return st;
+    *out = res;
+    if (slot != NULL) {
+        slot->rule_plus1 = rule + 1;
+        slot->mesh = mesh;
+        slot->strict = (uint8_t)strict;
+        slot->n = (uint8_t)n;
+        slot->out = res;
+        memcpy(slot->ops, key, (size_t)n * sizeof key[0]);
+    }
+    return CSPMD_OK;
+}

@@ -1,1 +1,114 @@
-#include "cspmd.h"
+/*
+ * mesh.c -- the per-thread checker state (SPEC 1.2, 2.1): the current-mesh
+ * stack and the enabled / strict flags.
+ *
+ * A mesh is an interned axis set (trivial axes dropped, outermost first),
+ * so the stack holds small ids and cspmdi_mesh_id() is a plain
+ * thread-local read.  Mesh id 0 means "no mesh".
+ */
+#include <string.h>
+
+#include "core.h"
+#include "table.h"
+
+#define MESH_CAP 4096u
+#define MESH_DEPTH 64
+
+typedef struct mesh_rec {
+    cspmd_axis_t axes[CSPMD_MAX_AXES]; /* outermost first, unused 0 */
+    uint32_t n;
+} mesh_rec_t;
+
+static mesh_rec_t mesh_chunk0[CSPMDI_CHUNK];
+CSPMDI_TABLE_DEFINE(mesh_tab, "mesh", mesh_rec_t, sizeof(mesh_rec_t), MESH_CAP, 1, mesh_chunk0);
+
+static _Thread_local uint32_t tl_stack[MESH_DEPTH];
+static _Thread_local int tl_depth;
+static _Thread_local int tl_enabled = 0;
+static _Thread_local int tl_strict = 1;
+
+cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n)
+{
+    if (n < 0 || (n > 0 && axes == NULL))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_push: bad axis list (n = %d)", n);
+    if (tl_depth == MESH_DEPTH)
+        return cspmd_error_set(CSPMD_ERR_NOMEM, "cspmd_mesh_push: mesh stack is full (%d entries)",
+                               MESH_DEPTH);
+    mesh_rec_t rec;
+    memset(&rec, 0, sizeof rec);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (!cspmdi_axis_valid(axes[i]))
+            return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_push: unknown axis id %u",
+                                   (unsigned)axes[i]);
+        if (cspmd_axis_size(axes[i]) == 1)
+            continue; /* size-1 axes are dropped from the mesh */
+        int dup = 0;
+        for (int j = 0; j < m; j++)
+            if (rec.axes[j] == axes[i])
+                dup = 1; /* a frozenset: the same axis twice is one axis */
+        if (dup)
+            continue;
+        if (m == CSPMD_MAX_AXES)
+            return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_push: more than %d axes",
+                                   CSPMD_MAX_AXES);
+        rec.axes[m++] = axes[i];
+    }
+    cspmd_status_t st = cspmd_axes_check_orthogonal(rec.axes, m);
+    if (st != CSPMD_OK)
+        return st;
+    cspmdi_axes_sort_outer(rec.axes, m);
+    rec.n = (uint32_t)m;
+    uint32_t id;
+    st = cspmdi_table_intern(&mesh_tab, &rec, NULL, &id);
+    if (st != CSPMD_OK)
+        return st;
+    tl_stack[tl_depth++] = id;
+    return CSPMD_OK;
+}
+
+cspmd_status_t cspmd_mesh_pop(void)
+{
+    if (tl_depth == 0)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_pop: no current mesh to pop");
+    tl_depth--;
+    return CSPMD_OK;
+}
+
+int cspmdi_mesh_axes(uint32_t mesh, cspmd_axis_t *axes)
+{
+    if (mesh == 0)
+        return -1;
+    mesh_rec_t *r = cspmdi_table_get(&mesh_tab, mesh);
+    if (r == NULL)
+        return -1;
+    if (axes != NULL)
+        memcpy(axes, r->axes, r->n * sizeof *axes);
+    return (int)r->n;
+}
+
+uint32_t cspmdi_mesh_id(void)
+{
+    return tl_depth ? tl_stack[tl_depth - 1] : 0;
+}
+
+int cspmd_mesh_current(cspmd_axis_t *axes)
+{
+    return cspmdi_mesh_axes(cspmdi_mesh_id(), axes);
+}
+
+void cspmd_checker_set(int enabled, int strict)
+{
+    tl_enabled = enabled != 0;
+    tl_strict = strict != 0;
+}
+
+int cspmd_checker_enabled(void)
+{
+    return tl_enabled;
+}
+
+int cspmd_checker_strict(void)
+{
+    return tl_strict;
+}

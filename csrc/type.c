@@ -1,1 +1,660 @@
-#include "cspmd.h"
+/*
+ * type.c -- interned type values (SPEC 1.4, 1.5): a set of (axis, local
+ * type) pairs over mutually orthogonal non-trivial axes plus an optional
+ * partition spec; assert_type refinement (SPEC 4.1 steps 8-9) and the
+ * in-place / out= mutation check (SPEC 2.8).
+ *
+ * Storage order of a type's pairs is axis id ascending (what is interned
+ * and what cspmdi_type_axes returns); cspmd_type_entry and
+ * cspmd_type_format present them sorted by display name, then id, which
+ * can change when names are registered.  Partition specs are interned in
+ * their own table and referenced by id (0 = none).  A type's dual and
+ * spec-less form are cached in its record, so cspmd_type_dual/local are
+ * lock-free after the first call.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
+#include "table.h"
+
+#define TYPE_CAP 65536u
+#define SPEC_CAP 16384u
+#define SPEC_AXES_MAX (CSPMD_MAX_DIMS * CSPMD_MAX_AXES)
+
+typedef struct type_rec {
+    /* key */
+    cspmd_axis_t axes[CSPMD_MAX_AXES]; /* axis id ascending, unused 0 */
+    uint8_t lt[CSPMD_MAX_AXES];
+    uint32_t spec; /* spec table id, 0 = none */
+    uint32_t n;
+    /* derived (id + 1, 0 = not yet computed) */
+    _Atomic uint32_t dual1, local1;
+} type_rec_t;
+
+#define TYPE_KEY offsetof(type_rec_t, dual1)
+
+static type_rec_t type_chunk0[CSPMDI_CHUNK];
+CSPMDI_TABLE_DEFINE(type_tab, "type", type_rec_t, TYPE_KEY, TYPE_CAP, 2, type_chunk0);
+
+static cspmd_spec_t spec_chunk0[CSPMDI_CHUNK];
+CSPMDI_TABLE_DEFINE(spec_tab, "partition spec", cspmd_spec_t, sizeof(cspmd_spec_t), SPEC_CAP, 1,
+                    spec_chunk0);
+
+static type_rec_t *type_get(cspmd_type_t t)
+{
+    return cspmdi_table_get(&type_tab, t);
+}
+
+static const cspmd_spec_t *spec_get(uint32_t id)
+{
+    return id ? cspmdi_table_get(&spec_tab, id) : NULL;
+}
+
+int cspmdi_type_valid(cspmd_type_t type)
+{
+    return type_get(type) != NULL;
+}
+
+int cspmdi_type_axes(cspmd_type_t type, cspmd_axis_t *axes, cspmd_ltype_t *ltypes)
+{
+    type_rec_t *r = type_get(type);
+    if (r == NULL)
+        return -1;
+    int n = (int)r->n;
+    for (int i = 0; i < n; i++) {
+        if (axes)
+            axes[i] = r->axes[i];
+        if (ltypes)
+            ltypes[i] = (cspmd_ltype_t)r->lt[i];
+    }
+    return n;
+}
+
+int cspmdi_type_has_spec(cspmd_type_t type)
+{
+    type_rec_t *r = type_get(type);
+    return r != NULL && r->spec != 0;
+}
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static int lt_valid(cspmd_ltype_t lt)
+{
+    return lt >= CSPMD_LT_R && lt <= CSPMD_LT_P;
+}
+
+static void sort_display(cspmd_axis_t *axes, uint8_t *lts, int n)
+{
+    for (int i = 1; i < n; i++) {
+        cspmd_axis_t a = axes[i];
+        uint8_t l = lts[i];
+        const char *da = cspmd_axis_display(a, 0);
+        int j = i;
+        while (j > 0) {
+            int c = strcmp(cspmd_axis_display(axes[j - 1], 0), da);
+            if (c < 0 || (c == 0 && axes[j - 1] < a))
+                break;
+            axes[j] = axes[j - 1];
+            lts[j] = lts[j - 1];
+            j--;
+        }
+        axes[j] = a;
+        lts[j] = l;
+    }
+}
+
+/* Orthogonality of an arbitrary list (spec axes may exceed MAX_AXES). */
+static cspmd_status_t check_orth_list(const cspmd_axis_t *axes, int n)
+{
+    if (n <= CSPMD_MAX_AXES)
+        return cspmd_axes_check_orthogonal(axes, n);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            cspmd_axis_t pair[2] = {axes[i], axes[j]};
+            cspmd_status_t st = cspmd_axes_check_orthogonal(pair, 2);
+            if (st != CSPMD_OK)
+                return st;
+        }
+    return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd: more than %d axes in one type",
+                           CSPMD_MAX_AXES);
+}
+
+/* Text of a spec entry as Python's repr: "tp", "(dp, tp)", "None". */
+static void entry_text(const cspmd_spec_t *s, int d, char *buf, size_t len)
+{
+    int k = s->nentry[d];
+    if (k == 0) {
+        snprintf(buf, len, "None");
+    } else if (k == 1) {
+        snprintf(buf, len, "%s", cspmd_axis_display(s->entry[d][0], 0));
+    } else {
+        size_t o = (size_t)snprintf(buf, len, "(");
+        for (int i = 0; i < k && o < len; i++)
+            o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "",
+                                  cspmd_axis_display(s->entry[d][i], 0));
+        if (o < len)
+            snprintf(buf + o, len - o, ")");
+    }
+}
+
+/* Validate and normalize a user spec into *out (zeroed, trivial axes
+ * dropped, orthogonality across the spec checked). */
+static cspmd_status_t spec_normalize(const cspmd_spec_t *in, cspmd_spec_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->ndim = -1;
+    if (in == NULL || in->ndim == -1)
+        return CSPMD_OK;
+    if (in->ndim < 0 || in->ndim > CSPMD_MAX_DIMS)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd: partition spec ndim %d (expected -1..%d)",
+                               (int)in->ndim, CSPMD_MAX_DIMS);
+    out->ndim = in->ndim;
+    cspmd_axis_t all[SPEC_AXES_MAX];
+    int nall = 0;
+    for (int d = 0; d < in->ndim; d++) {
+        if (in->nentry[d] > CSPMD_MAX_AXES)
+            return cspmd_error_set(CSPMD_ERR_MISUSE,
+                                   "cspmd: partition spec dim %d has %d axes (max %d)", d,
+                                   (int)in->nentry[d], CSPMD_MAX_AXES);
+        int k = 0;
+        for (int i = 0; i < in->nentry[d]; i++) {
+            cspmd_axis_t a = in->entry[d][i];
+            if (!cspmdi_axis_valid(a))
+                return cspmd_error_set(CSPMD_ERR_MISUSE,
+                                       "cspmd: unknown axis id %u in partition spec",
+                                       (unsigned)a);
+            if (a == CSPMD_AXIS_TRIVIAL || cspmd_axis_size(a) == 1)
+                continue;
+            out->entry[d][k++] = a;
+            all[nall++] = a;
+        }
+        out->nentry[d] = (uint8_t)k;
+    }
+    return check_orth_list(all, nall);
+}
+
+/* Intern a type from distinct, valid, non-trivial axes (n <= MAX_AXES)
+ * and a normalized spec (ndim -1 = none).  Spec axes absent from the pairs
+ * are added as V; present non-V is an error.  Orthogonality of the pairs
+ * is checked in the given order. */
+static cspmd_status_t type_build(const cspmd_axis_t *axes_in, const uint8_t *lt_in, int n,
+                                 const cspmd_spec_t *spec, cspmd_type_t *out)
+{
+    cspmd_axis_t axes[CSPMD_MAX_AXES + 1] = {0};
+    uint8_t lts[CSPMD_MAX_AXES + 1] = {0};
+    memcpy(axes, axes_in, (size_t)n * sizeof *axes);
+    memcpy(lts, lt_in, (size_t)n);
+    uint32_t spec_id = 0;
+    if (spec != NULL && spec->ndim >= 0) {
+        for (int d = 0; d < spec->ndim; d++)
+            for (int i = 0; i < spec->nentry[d]; i++) {
+                cspmd_axis_t a = spec->entry[d][i];
+                int j = 0;
+                while (j < n && axes[j] != a)
+                    j++;
+                if (j < n) {
+                    if (lts[j] != CSPMD_LT_V)
+                        return cspmd_error_set(
+                            CSPMD_ERR_SPMD_TYPE,
+                            "Mesh axis %s appears in partition_spec (implying Varying/Shard) "
+                            "but is specified as %s in type.",
+                            cspmd_axis_display(a, 0), cspmd_ltype_long((cspmd_ltype_t)lts[j]));
+                    continue;
+                }
+                if (n == CSPMD_MAX_AXES)
+                    return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd: more than %d axes in one type",
+                                           CSPMD_MAX_AXES);
+                axes[n] = a;
+                lts[n] = CSPMD_LT_V;
+                n++;
+            }
+    }
+    cspmd_status_t st = cspmd_axes_check_orthogonal(axes, n);
+    if (st != CSPMD_OK)
+        return st;
+    if (spec != NULL && spec->ndim >= 0) {
+        st = cspmdi_table_intern(&spec_tab, spec, NULL, &spec_id);
+        if (st != CSPMD_OK)
+            return st;
+    }
+    if (n == 0 && spec_id == 0) {
+        *out = CSPMD_TYPE_EMPTY;
+        return CSPMD_OK;
+    }
+    type_rec_t rec;
+    memset(&rec, 0, sizeof rec);
+    /* insertion sort by axis id */
+    for (int i = 0; i < n; i++) {
+        int j = i;
+        while (j > 0 && rec.axes[j - 1] > axes[i]) {
+            rec.axes[j] = rec.axes[j - 1];
+            rec.lt[j] = rec.lt[j - 1];
+            j--;
+        }
+        rec.axes[j] = axes[i];
+        rec.lt[j] = lts[i];
+    }
+    rec.n = (uint32_t)n;
+    rec.spec = spec_id;
+    return cspmdi_table_intern(&type_tab, &rec, NULL, out);
+}
+
+/* Remove from spec every axis not typed V among (axes, lts). */
+static void spec_keep_v(cspmd_spec_t *s, const cspmd_axis_t *axes, const uint8_t *lts, int n)
+{
+    if (s->ndim < 0)
+        return;
+    for (int d = 0; d < s->ndim; d++) {
+        int k = 0;
+        for (int i = 0; i < s->nentry[d]; i++) {
+            cspmd_axis_t a = s->entry[d][i];
+            int keep = 0;
+            for (int j = 0; j < n; j++)
+                if (axes[j] == a && lts[j] == CSPMD_LT_V)
+                    keep = 1;
+            if (keep)
+                s->entry[d][k++] = a;
+        }
+        for (int i = k; i < s->nentry[d]; i++)
+            s->entry[d][i] = 0;
+        s->nentry[d] = (uint8_t)k;
+    }
+}
+
+static void spec_copy(uint32_t id, cspmd_spec_t *out)
+{
+    const cspmd_spec_t *s = spec_get(id);
+    if (s)
+        *out = *s;
+    else {
+        memset(out, 0, sizeof *out);
+        out->ndim = -1;
+    }
+}
+
+/* ---- public API ------------------------------------------------------------ */
+
+cspmd_status_t cspmd_type_make(const cspmd_axis_t *axes, const cspmd_ltype_t *ltypes, int n,
+                               const cspmd_spec_t *spec, cspmd_type_t *out)
+{
+    if (out == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_type_make: out is NULL");
+    if (n < 0 || (n > 0 && (axes == NULL || ltypes == NULL)))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_type_make: bad arguments (n = %d)", n);
+    cspmd_axis_t ax[CSPMD_MAX_AXES];
+    uint8_t lt[CSPMD_MAX_AXES];
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (!cspmdi_axis_valid(axes[i]))
+            return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_type_make: unknown axis id %u",
+                                   (unsigned)axes[i]);
+        if (!lt_valid(ltypes[i]))
+            return cspmd_error_set(CSPMD_ERR_TYPE,
+                                   "Expected a local type (R, I, V or P) for axis %s, got %d",
+                                   cspmd_axis_display(axes[i], 0), (int)ltypes[i]);
+        if (cspmd_axis_size(axes[i]) == 1)
+            continue; /* trivial axes are not tracked */
+        for (int j = 0; j < m; j++)
+            if (ax[j] == axes[i])
+                return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_type_make: duplicate axis %s",
+                                       cspmd_axis_display(axes[i], 0));
+        if (m == CSPMD_MAX_AXES)
+            return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd: more than %d axes in one type",
+                                   CSPMD_MAX_AXES);
+        ax[m] = axes[i];
+        lt[m] = (uint8_t)ltypes[i];
+        m++;
+    }
+    cspmd_spec_t ns;
+    cspmd_status_t st = spec_normalize(spec, &ns);
+    if (st != CSPMD_OK)
+        return st;
+    return type_build(ax, lt, m, &ns, out);
+}
+
+int cspmd_type_naxes(cspmd_type_t type)
+{
+    type_rec_t *r = type_get(type);
+    return r ? (int)r->n : -1;
+}
+
+cspmd_status_t cspmd_type_entry(cspmd_type_t type, int i, cspmd_axis_t *axis,
+                                cspmd_ltype_t *ltype)
+{
+    type_rec_t *r = type_get(type);
+    if (r == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_type_entry: unknown type id %u",
+                               (unsigned)type);
+    if (i < 0 || i >= (int)r->n)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_type_entry: index %d out of range (%u)",
+                               i, (unsigned)r->n);
+    cspmd_axis_t ax[CSPMD_MAX_AXES];
+    uint8_t lt[CSPMD_MAX_AXES];
+    memcpy(ax, r->axes, sizeof ax);
+    memcpy(lt, r->lt, sizeof lt);
+    sort_display(ax, lt, (int)r->n);
+    if (axis)
+        *axis = ax[i];
+    if (ltype)
+        *ltype = (cspmd_ltype_t)lt[i];
+    return CSPMD_OK;
+}
+
+cspmd_ltype_t cspmd_type_get(cspmd_type_t type, cspmd_axis_t axis)
+{
+    type_rec_t *r = type_get(type);
+    if (r == NULL)
+        return CSPMD_LT_NONE;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->axes[i] == axis)
+            return (cspmd_ltype_t)r->lt[i];
+    return CSPMD_LT_NONE;
+}
+
+cspmd_status_t cspmd_type_spec(cspmd_type_t type, cspmd_spec_t *spec)
+{
+    type_rec_t *r = type_get(type);
+    if (r == NULL || spec == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_type_spec: unknown type id %u or NULL",
+                               (unsigned)type);
+    spec_copy(r->spec, spec);
+    return CSPMD_OK;
+}
+
+/* Cached derived ids: compute once (interning), then lock-free. */
+static cspmd_type_t derived(cspmd_type_t type, int dual)
+{
+    type_rec_t *r = type_get(type);
+    if (r == NULL || type == CSPMD_TYPE_UNTYPED)
+        return CSPMD_TYPE_UNTYPED;
+    if (type == CSPMD_TYPE_EMPTY)
+        return CSPMD_TYPE_EMPTY;
+    _Atomic uint32_t *cache = dual ? &r->dual1 : &r->local1;
+    uint32_t c = atomic_load_explicit(cache, memory_order_acquire);
+    if (c != 0)
+        return c - 1;
+    if (!dual && r->spec == 0) {
+        atomic_store_explicit(cache, type + 1, memory_order_release);
+        return type;
+    }
+    uint8_t lt[CSPMD_MAX_AXES];
+    for (uint32_t i = 0; i < r->n; i++)
+        lt[i] = dual ? (uint8_t)cspmd_ltype_dual((cspmd_ltype_t)r->lt[i]) : r->lt[i];
+    cspmd_type_t out;
+    if (type_build(r->axes, lt, (int)r->n, NULL, &out) != CSPMD_OK)
+        return CSPMD_TYPE_UNTYPED; /* only NOMEM: the axes were valid */
+    atomic_store_explicit(cache, out + 1, memory_order_release);
+    return out;
+}
+
+cspmd_type_t cspmd_type_local(cspmd_type_t type)
+{
+    return derived(type, 0);
+}
+
+cspmd_type_t cspmd_type_dual(cspmd_type_t type)
+{
+    return derived(type, 1);
+}
+
+cspmd_status_t cspmd_type_with(cspmd_type_t type, cspmd_axis_t axis, cspmd_ltype_t lt,
+                               cspmd_type_t *out)
+{
+    type_rec_t *r = type_get(type);
+    if (r == NULL || out == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_type_with: unknown type id %u or NULL",
+                               (unsigned)type);
+    if (!cspmdi_axis_valid(axis))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_type_with: unknown axis id %u",
+                               (unsigned)axis);
+    if (lt != CSPMD_LT_NONE && !lt_valid(lt))
+        return cspmd_error_set(CSPMD_ERR_TYPE,
+                               "Expected a local type (R, I, V or P) for axis %s, got %d",
+                               cspmd_axis_display(axis, 0), (int)lt);
+    if (cspmd_axis_size(axis) == 1) {
+        *out = type; /* trivial axes are not tracked */
+        return CSPMD_OK;
+    }
+    cspmd_axis_t ax[CSPMD_MAX_AXES + 1];
+    uint8_t l[CSPMD_MAX_AXES + 1];
+    int n = 0, found = 0;
+    for (uint32_t i = 0; i < r->n; i++) {
+        if (r->axes[i] == axis) {
+            found = 1;
+            if (lt == CSPMD_LT_NONE)
+                continue;
+            ax[n] = axis;
+            l[n++] = (uint8_t)lt;
+        } else {
+            ax[n] = r->axes[i];
+            l[n++] = r->lt[i];
+        }
+    }
+    if (!found && lt != CSPMD_LT_NONE) {
+        if (n == CSPMD_MAX_AXES)
+            return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd: more than %d axes in one type",
+                                   CSPMD_MAX_AXES);
+        ax[n] = axis;
+        l[n++] = (uint8_t)lt;
+    }
+    cspmd_spec_t s;
+    spec_copy(r->spec, &s);
+    spec_keep_v(&s, ax, l, n);
+    return type_build(ax, l, n, &s, out);
+}
+
+/* ---- formatting ------------------------------------------------------------ */
+
+typedef struct writer {
+    char *buf;
+    size_t len, pos;
+} writer_t;
+
+static void w_put(writer_t *w, const char *s)
+{
+    size_t n = strlen(s);
+    if (w->len > 0 && w->pos < w->len - 1) {
+        size_t room = w->len - 1 - w->pos;
+        memcpy(w->buf + w->pos, s, n < room ? n : room);
+    }
+    w->pos += n;
+    if (w->len > 0)
+        w->buf[w->pos < w->len - 1 ? w->pos : w->len - 1] = '\0';
+}
+
+static void spec_write(writer_t *w, const cspmd_spec_t *s)
+{
+    w_put(w, "PartitionSpec(");
+    for (int d = 0; d < s->ndim; d++) {
+        char e[1024];
+        entry_text(s, d, e, sizeof e);
+        if (d)
+            w_put(w, ", ");
+        w_put(w, e);
+    }
+    w_put(w, ")");
+}
+
+size_t cspmd_type_format(cspmd_type_t type, char *buf, size_t len)
+{
+    writer_t w = {buf, buf ? len : 0, 0};
+    if (w.len > 0)
+        buf[0] = '\0';
+    type_rec_t *r = type_get(type);
+    if (r == NULL) {
+        w_put(&w, "<unknown type>");
+        return w.pos;
+    }
+    cspmd_axis_t ax[CSPMD_MAX_AXES];
+    uint8_t lt[CSPMD_MAX_AXES];
+    memcpy(ax, r->axes, sizeof ax);
+    memcpy(lt, r->lt, sizeof lt);
+    sort_display(ax, lt, (int)r->n);
+    w_put(&w, "{");
+    for (uint32_t i = 0; i < r->n; i++) {
+        if (i)
+            w_put(&w, ", ");
+        w_put(&w, cspmd_axis_display(ax[i], 0));
+        w_put(&w, ": ");
+        w_put(&w, cspmd_ltype_letter((cspmd_ltype_t)lt[i]));
+    }
+    w_put(&w, "}");
+    const cspmd_spec_t *s = spec_get(r->spec);
+    if (s) {
+        w_put(&w, " ");
+        spec_write(&w, s);
+    }
+    return w.pos;
+}
+
+/* ---- refinement (SPEC 4.1 steps 8-9) ------------------------------------------ */
+
+static int entries_equal(const cspmd_spec_t *a, int da, const cspmd_spec_t *b, int db)
+{
+    if (a->nentry[da] != b->nentry[db])
+        return 0;
+    for (int i = 0; i < a->nentry[da]; i++)
+        if (a->entry[da][i] != b->entry[db][i])
+            return 0;
+    return 1;
+}
+
+cspmd_status_t cspmd_type_refine(cspmd_type_t existing, cspmd_type_t next, cspmd_type_t *out)
+{
+    type_rec_t *re = type_get(existing), *rn = type_get(next);
+    if (re == NULL || rn == NULL || out == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_type_refine: unknown type id (%u, %u)",
+                               (unsigned)existing, (unsigned)next);
+    if (existing == CSPMD_TYPE_UNTYPED) {
+        *out = next;
+        return CSPMD_OK;
+    }
+    if (next == CSPMD_TYPE_UNTYPED) {
+        *out = existing;
+        return CSPMD_OK;
+    }
+    /* 1. per-axis check and merge; union listed existing-first. */
+    cspmd_axis_t ax[2 * CSPMD_MAX_AXES], nax[CSPMD_MAX_AXES];
+    uint8_t lt[2 * CSPMD_MAX_AXES], nlt[CSPMD_MAX_AXES];
+    int n = (int)re->n, nn = (int)rn->n;
+    memcpy(ax, re->axes, (size_t)n * sizeof *ax);
+    memcpy(lt, re->lt, (size_t)n);
+    sort_display(ax, lt, n);
+    memcpy(nax, rn->axes, (size_t)nn * sizeof *nax);
+    memcpy(nlt, rn->lt, (size_t)nn);
+    sort_display(nax, nlt, nn);
+    for (int i = 0; i < nn; i++) {
+        int j = 0;
+        while (j < n && ax[j] != nax[i])
+            j++;
+        if (j == n)
+            continue;
+        if (lt[j] == nlt[i])
+            continue;
+        if (lt[j] == CSPMD_LT_V && nlt[i] == CSPMD_LT_P)
+            continue; /* implicit V -> P, applied below */
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "SPMD type mismatch on axis %s: tensor has %s, expected %s",
+                               cspmd_axis_display(nax[i], 0),
+                               cspmd_ltype_long((cspmd_ltype_t)lt[j]),
+                               cspmd_ltype_long((cspmd_ltype_t)nlt[i]));
+    }
+    int m = n;
+    for (int i = 0; i < nn; i++) {
+        int j = 0;
+        while (j < n && ax[j] != nax[i])
+            j++;
+        if (j < n) {
+            lt[j] = nlt[i];
+        } else {
+            ax[m] = nax[i];
+            lt[m++] = nlt[i];
+        }
+    }
+    cspmd_status_t st = check_orth_list(ax, m);
+    if (st != CSPMD_OK)
+        return st;
+    /* 2. spec refinement */
+    cspmd_spec_t es, ns;
+    spec_copy(re->spec, &es);
+    spec_copy(rn->spec, &ns);
+    if (ns.ndim >= 0) {
+        if (es.ndim < 0) {
+            es = ns;
+        } else {
+            int dims = es.ndim < ns.ndim ? es.ndim : ns.ndim;
+            cspmd_spec_t merged = es;
+            for (int d = 0; d < dims; d++) {
+                if (ns.nentry[d] == 0)
+                    continue;
+                if (es.nentry[d] == 0) {
+                    for (int i = 0; i < ns.nentry[d]; i++) {
+                        cspmd_axis_t a = ns.entry[d][i];
+                        for (int d2 = 0; d2 < es.ndim; d2++)
+                            for (int k = 0; k < es.nentry[d2]; k++)
+                                if (es.entry[d2][k] == a)
+                                    return cspmd_error_set(
+                                        CSPMD_ERR_SPMD_TYPE,
+                                        "PartitionSpec conflict: axis %s already shards dim %d, "
+                                        "cannot also shard dim %d",
+                                        cspmd_axis_display(a, 0), d2, d);
+                    }
+                    merged.nentry[d] = ns.nentry[d];
+                    memcpy(merged.entry[d], ns.entry[d], sizeof merged.entry[d]);
+                    continue;
+                }
+                if (!entries_equal(&es, d, &ns, d)) {
+                    char et[1024], nt[1024];
+                    entry_text(&es, d, et, sizeof et);
+                    entry_text(&ns, d, nt, sizeof nt);
+                    return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                                           "PartitionSpec conflict at dim %d: tensor has %s, new "
+                                           "assert has %s",
+                                           d, et, nt);
+                }
+            }
+            es = merged;
+        }
+    }
+    /* An axis that went V -> P leaves the spec (it no longer shards). */
+    spec_keep_v(&es, ax, lt, m);
+    if (m > CSPMD_MAX_AXES)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd: more than %d axes in one type",
+                               CSPMD_MAX_AXES);
+    return type_build(ax, lt, m, &es, out);
+}
+
+/* ---- in-place / out= (SPEC 2.8) -------------------------------------------- */
+
+cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t old, cspmd_type_t inferred,
+                                         int requires_grad, cspmd_type_t *out)
+{
+    type_rec_t *ro = type_get(old), *ri = type_get(inferred);
+    if (ro == NULL || ri == NULL || out == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE,
+                               "cspmd_type_check_mutation: unknown type id (%u, %u)",
+                               (unsigned)old, (unsigned)inferred);
+    cspmd_axis_t ax[CSPMD_MAX_AXES];
+    uint8_t lt[CSPMD_MAX_AXES];
+    int n = (int)ri->n;
+    memcpy(ax, ri->axes, sizeof ax);
+    memcpy(lt, ri->lt, sizeof lt);
+    sort_display(ax, lt, n);
+    for (int i = 0; i < n; i++) {
+        cspmd_ltype_t was = cspmd_type_get(old, ax[i]);
+        cspmd_ltype_t now = (cspmd_ltype_t)lt[i];
+        if (was == CSPMD_LT_NONE || was == now)
+            continue;
+        if (!requires_grad && now == CSPMD_LT_V && (was == CSPMD_LT_R || was == CSPMD_LT_I))
+            continue;
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "%s: in-place/out operation would change SPMD type on axis %s from "
+                               "%s to %s. In-place and out= operations cannot change a tensor's "
+                               "SPMD type.",
+                               op ? op : "?", cspmd_axis_display(ax[i], 0), cspmd_ltype_long(was),
+                               cspmd_ltype_long(now));
+    }
+    *out = inferred;
+    return CSPMD_OK;
+}

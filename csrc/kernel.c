@@ -1,0 +1,248 @@
+/*
+ * kernel.c -- the boxed kernel on cspmd's dispatch key, in C.
+ *
+ * Per op: find the op's rule (cached per operator), turn the arguments into
+ * core operands, infer the output type, validate in-place/out= mutations,
+ * redispatch with the key off, then write the type on every result.  Type
+ * errors are raised before the real kernel runs, so a rejected op has no
+ * side effects (the reference runs the op first; see docs/errors.md).
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <pthread.h>
+
+#include "cspmd.h"
+#include "kernel.h"
+
+/* ---- op -> rule cache ------------------------------------------------- */
+
+/* Open addressing over the operator's identity pointer.  Reads are lock-free;
+ * a miss looks the rule up by name and inserts under a mutex.  The table
+ * never shrinks: there are a few thousand operators at most. */
+#define RULE_SLOTS 8192u
+
+typedef struct rule_slot {
+    _Atomic(const void *) key;
+    cspmd_rule_t rule;
+} rule_slot_t;
+
+static rule_slot_t rule_slots[RULE_SLOTS];
+static pthread_mutex_t rule_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static uint32_t hash_ptr(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (uint32_t)x;
+}
+
+static cspmd_rule_t rule_for(const cspmd_call_t *call)
+{
+    const void *key = cspmd_call_op_key(call);
+    uint32_t h = hash_ptr(key) & (RULE_SLOTS - 1);
+    for (uint32_t i = 0; i < RULE_SLOTS; i++) {
+        rule_slot_t *s = &rule_slots[(h + i) & (RULE_SLOTS - 1)];
+        const void *k = atomic_load_explicit(&s->key, memory_order_acquire);
+        if (k == key)
+            return s->rule;
+        if (k == NULL)
+            break;
+    }
+    cspmd_rule_t rule = cspmd_rule_find(cspmd_call_op_name(call), cspmd_call_op_overload(call));
+    pthread_mutex_lock(&rule_mutex);
+    for (uint32_t i = 0; i < RULE_SLOTS; i++) {
+        rule_slot_t *s = &rule_slots[(h + i) & (RULE_SLOTS - 1)];
+        const void *k = atomic_load_explicit(&s->key, memory_order_relaxed);
+        if (k == key)
+            break;
+        if (k == NULL) {
+            s->rule = rule;
+            atomic_store_explicit(&s->key, key, memory_order_release);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&rule_mutex);
+    return rule;
+}
+
+/* ---- operands ----------------------------------------------------------- */
+
+#define MAX_OPERANDS 96
+
+/* Tensors (out= excluded) and Scalar arguments, in argument order. */
+static int collect_operands(const cspmd_args_t *args, cspmd_operand_t *ops)
+{
+    int n = 0, t = 0;
+    for (int arg = 0; arg < args->nargs && n < MAX_OPERANDS; arg++) {
+        if (arg < 64 && (args->scalar_args >> arg) & 1u) {
+            ops[n].type = CSPMD_TYPE_UNTYPED;
+            ops[n].arg = (uint16_t)arg;
+            ops[n].kind = CSPMD_OPERAND_SCALAR;
+            ops[n].pad = 0;
+            n++;
+            continue;
+        }
+        for (; t < args->ntensors && args->tensors[t].arg == arg && n < MAX_OPERANDS; t++) {
+            const cspmd_tensor_ref_t *r = &args->tensors[t];
+            if (r->out)
+                continue;
+            ops[n].type = r->type;
+            ops[n].arg = (uint16_t)arg;
+            ops[n].kind = r->wrapped_number ? CSPMD_OPERAND_SCALAR : CSPMD_OPERAND_TENSOR;
+            ops[n].pad = 0;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* ---- error context (SPEC 2.11), error path only ------------------------- */
+
+typedef struct text {
+    char *buf;
+    size_t len, cap;
+} text_t;
+
+static void put(text_t *t, const char *s)
+{
+    size_t n = strlen(s);
+    if (t->len + 1 >= t->cap)
+        return;
+    size_t room = t->cap - 1 - t->len;
+    if (n > room)
+        n = room;
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+    t->buf[t->len] = '\0';
+}
+
+static void put_tensor(text_t *t, const cspmd_tensor_ref_t *r)
+{
+    char tmp[512];
+    put(t, cspmd_tensor_dtype_abbrev(r->tensor));
+    put(t, "[");
+    int64_t nd = cspmd_tensor_dim(r->tensor);
+    for (int64_t d = 0; d < nd; d++) {
+        snprintf(tmp, sizeof tmp, d ? ", %lld" : "%lld",
+                 (long long)cspmd_tensor_size(r->tensor, d));
+        put(t, tmp);
+    }
+    put(t, "] ");
+    cspmd_type_format(r->type == CSPMD_TYPE_UNTYPED ? CSPMD_TYPE_EMPTY : r->type, tmp, sizeof tmp);
+    put(t, tmp);
+}
+
+/* Append "In op(\n  name: value, ...) under mesh {..}" and the user's line
+ * to the thread's current error message, keeping its status. */
+static cspmd_status_t with_context(cspmd_status_t st, const cspmd_call_t *call,
+                                   const cspmd_args_t *args)
+{
+    static _Thread_local char msg[8192];
+    text_t t = {msg, 0, sizeof msg};
+    msg[0] = '\0';
+    char tmp[512];
+    put(&t, cspmd_last_error());
+    put(&t, "\n\n  In ");
+    put(&t, cspmd_call_op_name(call));
+    const char *ov = cspmd_call_op_overload(call);
+    if (ov[0]) {
+        put(&t, ".");
+        put(&t, ov);
+    }
+    put(&t, "(\n");
+    int ti = 0;
+    for (int arg = 0; arg < args->nargs; arg++) {
+        put(&t, "    ");
+        put(&t, cspmd_call_arg_name(call, arg));
+        put(&t, ": ");
+        int first = 1, any = 0;
+        for (; ti < args->ntensors && args->tensors[ti].arg == arg; ti++) {
+            if (!first)
+                put(&t, ",\n      ");
+            put_tensor(&t, &args->tensors[ti]);
+            first = 0;
+            any = 1;
+        }
+        if (!any) {
+            cspmd_call_arg_text(call, arg, tmp, sizeof tmp);
+            put(&t, tmp);
+        }
+        put(&t, ",\n");
+    }
+    put(&t, "  )");
+    cspmd_axis_t mesh[CSPMD_MAX_AXES];
+    int nm = cspmd_mesh_current(mesh);
+    if (nm > 0) {
+        put(&t, " under mesh {");
+        for (int i = 0; i < nm; i++) {
+            if (i)
+                put(&t, ", ");
+            put(&t, cspmd_axis_display(mesh[i], 0));
+        }
+        put(&t, "}");
+    }
+    if (cspmd_python_user_frame(tmp, sizeof tmp) > 0) {
+        put(&t, "\n  at ");
+        put(&t, tmp);
+    }
+    return cspmd_error_set(st, "%s", msg);
+}
+
+/* ---- the kernel --------------------------------------------------------- */
+
+cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
+{
+    cspmd_rule_t rule = rule_for(call);
+    if (cspmd_rule_kind(rule) == CSPMD_KIND_PASSTHROUGH)
+        return cspmd_call_redispatch(call);
+
+    cspmd_args_t args;
+    cspmd_status_t st = cspmd_call_args(call, &args);
+    if (st != CSPMD_OK)
+        return st;
+
+    cspmd_operand_t ops[MAX_OPERANDS];
+    int n = collect_operands(&args, ops);
+    cspmd_type_t out = CSPMD_TYPE_UNTYPED;
+    st = cspmd_infer(rule, ops, n, &out);
+    if (st != CSPMD_OK)
+        return with_context(st, call, &args);
+
+    /* In-place and out=: the written tensor may not change its type.  The
+     * op's name is only formatted when the check fails. */
+    for (int i = 0; i < args.ntensors; i++) {
+        const cspmd_tensor_ref_t *r = &args.tensors[i];
+        if (!r->written || r->type == CSPMD_TYPE_UNTYPED || r->type == out)
+            continue;
+        cspmd_type_t checked;
+        if (cspmd_type_check_mutation("", r->type, out, r->requires_grad, &checked) == CSPMD_OK)
+            continue;
+        char name[160];
+        const char *ov = cspmd_call_op_overload(call);
+        snprintf(name, sizeof name, "%s%s%s", cspmd_call_op_name(call), ov[0] ? "." : "", ov);
+        st = cspmd_type_check_mutation(name, r->type, out, r->requires_grad, &checked);
+        return with_context(st, call, &args);
+    }
+
+    st = cspmd_call_redispatch(call);
+    if (st != CSPMD_OK)
+        return st;
+
+    for (int i = 0; i < args.ntensors; i++)
+        if (args.tensors[i].written)
+            (void)cspmd_tensor_set_type(args.tensors[i].tensor, out);
+    cspmd_args_t results;
+    st = cspmd_call_results(call, &results);
+    if (st != CSPMD_OK)
+        return st;
+    for (int i = 0; i < results.ntensors; i++)
+        if (results.tensors[i].type != out) {
+            st = cspmd_tensor_set_type(results.tensors[i].tensor, out);
+            if (st != CSPMD_OK)
+                return st;
+        }
+    return CSPMD_OK;
+}

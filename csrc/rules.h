@@ -1,0 +1,54 @@
+/*
+ * rules.h -- internal: the op rule record shared by rules.c and infer.c
+ * (not installed).
+ */
+#ifndef CSPMD_RULES_H
+#define CSPMD_RULES_H
+
+#include <stdint.h>
+
+#include "cspmd.h"
+#include "table.h" /* CSPMDI_HIDDEN */
+
+/* How an op interacts with Partial (SPEC 2.3). */
+enum {
+    CSPMDI_LIN_NONLINEAR = 0,
+    CSPMDI_LIN_LINEAR = 1,
+    CSPMDI_LIN_MULTILINEAR = 2
+};
+
+/* Rule flags. */
+enum {
+    /* result = LINEAR(MULTILINEAR(arg dec_a, arg dec_b), arg dec_self)
+     * (SPEC 2.6 addmm family); operands at other args are ignored. */
+    CSPMDI_RF_DECOMP = 1u << 0,
+    /* FACTORY that ignores its operands (new_zeros/new_ones/new_full). */
+    CSPMDI_RF_IGNORE_OPERANDS = 1u << 1,
+    /* FACTORY whose tensor operands are fresh: untyped ones do not count
+     * as operands (lift_fresh: the tensor torch.tensor() just built). */
+    CSPMDI_RF_FRESH = 1u << 2,
+    /* A backward op (for tracing/tests only; no effect on inference). */
+    CSPMDI_RF_BACKWARD = 1u << 3
+};
+
+typedef struct cspmdi_rule {
+    const char *name;      /* "aten::add"                                   */
+    const char *overload;  /* "Tensor"; "" = default; "*" = any overload    */
+    uint8_t lin;           /* CSPMDI_LIN_*                                  */
+    uint8_t kind;          /* cspmd_rule_kind_t                             */
+    uint8_t flags;         /* CSPMDI_RF_*                                   */
+    int8_t dec_a, dec_b, dec_self; /* CSPMDI_RF_DECOMP arg indices          */
+    uint64_t scalar_pos;   /* args where a SCALAR operand is the weak _S    */
+    uint64_t nonlin_pos;   /* args where P is an error; for LINEAR rules
+                              these args are fixed coefficients             */
+    uint64_t operand_pos;  /* 0 = all args are operands; else only these    */
+} cspmdi_rule_t;
+
+/* The rule record of an id, NULL for an unknown id.  Rule 0 is the default
+ * NONLINEAR rule given to unknown ops. */
+CSPMDI_HIDDEN const cspmdi_rule_t *cspmdi_rule_get(cspmd_rule_t rule);
+
+/* The op name without its namespace ("aten::div" -> "div"). */
+CSPMDI_HIDDEN const char *cspmdi_rule_short_name(const cspmdi_rule_t *r);
+
+#endif /* CSPMD_RULES_H */

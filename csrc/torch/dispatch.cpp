@@ -1,0 +1,266 @@
+// The dispatcher side of the shim: the boxed trampoline on PrivateUse3, the
+// thread-local switch for the key, and the boxed-stack accessors that the C
+// kernel (csrc/kernel.c) reads.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernel.h"
+#include "shim.h"
+#include "shim_internal.h"
+
+// cspmd's dispatch key.  PrivateUse1 is taken by vendors' device plugins.
+static constexpr c10::DispatchKey kKey = c10::DispatchKey::PrivateUse3;
+static constexpr c10::BackendComponent kBit = c10::BackendComponent::PrivateUse3Bit;
+
+struct cspmd_call {
+    const c10::OperatorHandle *op;
+    c10::DispatchKeySet ks;
+    torch::jit::Stack *stack;
+    size_t nreturns;
+};
+
+namespace cspmd {
+
+// Whether this thread's included set had Dense before cspmd added it.
+static thread_local bool tls_added_dense = false;
+
+bool key_enabled() {
+    return c10::impl::tls_local_dispatch_key_set().included_.has_backend(kBit);
+}
+
+// Turn the key on or off in this thread's *included* set, the way PyTorch's
+// own _set_meta_in_tls_dispatch_include does: DispatchKeySet::remove() would
+// clear only the functionality bit and leave ops coming back.
+void key_set_enabled(bool on) {
+    auto local = c10::impl::tls_local_dispatch_key_set();
+    bool has = local.included_.has_backend(kBit);
+    if (on == has)
+        return;
+    if (on) {
+        tls_added_dense = !local.included_.has(c10::DispatchKey::Dense);
+        local.included_ = local.included_ | c10::DispatchKeySet(kKey);
+    } else {
+        local.included_ = local.included_.remove_backend(kBit);
+        if (tls_added_dense)
+            local.included_ = local.included_.remove(c10::DispatchKey::Dense);
+        tls_added_dense = false;
+    }
+    c10::impl::_force_tls_local_dispatch_key_set(local);
+}
+
+KeyOff::KeyOff() : was_on(key_enabled()) {
+    if (was_on)
+        key_set_enabled(false);
+}
+KeyOff::~KeyOff() {
+    if (was_on)
+        key_set_enabled(true);
+}
+
+// Errors and pending exceptions --------------------------------------------
+
+static thread_local std::exception_ptr tls_pending;
+
+cspmd_status_t keep_pending(std::exception_ptr e) {
+    tls_pending = std::move(e);
+    return CSPMD_ERR_PENDING;
+}
+
+[[noreturn]] void raise_status(cspmd_status_t st) {
+    if (st == CSPMD_ERR_PENDING && tls_pending) {
+        auto e = std::move(tls_pending);
+        tls_pending = nullptr;
+        std::rethrow_exception(e);
+    }
+    throw_core_error(st, cspmd_last_error());
+}
+
+// The trampoline ------------------------------------------------------------
+
+static void fallback(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
+                     torch::jit::Stack *stack) {
+    cspmd_call call{&op, ks, stack, op.schema().returns().size()};
+    cspmd_status_t st = cspmd_kernel_run(&call);
+    if (st != CSPMD_OK)
+        raise_status(st);
+}
+
+// Ops with a CompositeExplicitAutograd kernel would run that kernel on our
+// slot (decomposed: unsqueeze arriving as as_strided); give them our kernel.
+static std::vector<std::unique_ptr<torch::Library>> &libraries() {
+    static std::vector<std::unique_ptr<torch::Library>> libs;
+    return libs;
+}
+
+static torch::Library &library_for(const std::string &ns) {
+    static std::vector<std::string> names;
+    for (size_t i = 0; i < names.size(); i++)
+        if (names[i] == ns)
+            return *libraries()[i];
+    names.push_back(ns);
+    libraries().push_back(std::make_unique<torch::Library>(
+        torch::Library::IMPL, ns, kKey, __FILE__, static_cast<uint32_t>(__LINE__)));
+    return *libraries().back();
+}
+
+int register_explicit_ops() {
+    auto &d = c10::Dispatcher::singleton();
+    int n = 0;
+    for (auto alias : {c10::DispatchKey::CompositeExplicitAutograd,
+                       c10::DispatchKey::CompositeExplicitAutogradNonFunctional}) {
+        for (const auto &name : d.getRegistrationsForDispatchKey(alias)) {
+            auto op = d.findOp(name);
+            if (!op || op->hasKernelForDispatchKey(kKey))
+                continue;
+            auto pos = name.name.find("::");
+            if (pos == std::string::npos)
+                continue;
+            std::string ns = name.name.substr(0, pos);
+            if (ns == "cspmd")
+                continue;
+            std::string full = name.name;
+            if (!name.overload_name.empty())
+                full += "." + name.overload_name;
+            library_for(ns).impl(full.c_str(),
+                                 torch::CppFunction::makeFromBoxedFunction<&fallback>());
+            n++;
+        }
+    }
+    return n;
+}
+
+} // namespace cspmd
+
+TORCH_LIBRARY_IMPL(_, PrivateUse3, m) {
+    m.fallback(torch::CppFunction::makeFromBoxedFunction<&cspmd::fallback>());
+}
+
+// The boxed-stack accessors ------------------------------------------------
+
+extern "C" {
+
+const void *cspmd_call_op_key(const cspmd_call_t *call) {
+    return &call->op->schema();
+}
+
+const char *cspmd_call_op_name(const cspmd_call_t *call) {
+    return call->op->operator_name().name.c_str();
+}
+
+const char *cspmd_call_op_overload(const cspmd_call_t *call) {
+    return call->op->operator_name().overload_name.c_str();
+}
+
+static void add_tensor(cspmd_args_t *a, const at::Tensor &t, int arg, const c10::Argument *s) {
+    if (!t.defined())
+        return;
+    if (a->ntensors >= static_cast<int>(sizeof a->tensors / sizeof a->tensors[0])) {
+        a->truncated = 1;
+        return;
+    }
+    c10::TensorImpl *impl = t.unsafeGetTensorImpl();
+    cspmd_tensor_ref_t *r = &a->tensors[a->ntensors++];
+    r->tensor = reinterpret_cast<cspmd_tensor_t *>(impl);
+    r->type = cspmd::impl_get_type(impl);
+    r->arg = static_cast<uint16_t>(arg);
+    r->wrapped_number = impl->is_wrapped_number();
+    bool written = s && s->alias_info() && s->alias_info()->isWrite();
+    r->written = written;
+    r->out = written && s->kwarg_only();
+    r->requires_grad = impl->requires_grad();
+}
+
+static void read_values(cspmd_args_t *a, const c10::IValue *first, size_t n,
+                        const std::vector<c10::Argument> *schema) {
+    a->nargs = static_cast<int>(n);
+    a->scalar_args = 0;
+    a->ntensors = 0;
+    a->truncated = 0;
+    for (size_t i = 0; i < n; i++) {
+        const c10::IValue &v = first[i];
+        const c10::Argument *s = schema ? &(*schema)[i] : nullptr;
+        if (v.isTensor()) {
+            add_tensor(a, v.toTensor(), static_cast<int>(i), s);
+        } else if (v.isTensorList() || v.isList()) {
+            for (const c10::IValue &e : v.toListRef())
+                if (e.isTensor())
+                    add_tensor(a, e.toTensor(), static_cast<int>(i), s);
+        } else if (s && s->type()->kind() == c10::TypeKind::NumberType && i < 64) {
+            a->scalar_args |= uint64_t{1} << i;
+        }
+    }
+}
+
+cspmd_status_t cspmd_call_args(const cspmd_call_t *call, cspmd_args_t *args) {
+    try {
+        const auto &schema = call->op->schema().arguments();
+        size_t n = schema.size();
+        read_values(args, &*(call->stack->end() - static_cast<ptrdiff_t>(n)), n, &schema);
+        return CSPMD_OK;
+    } catch (...) {
+        return cspmd::keep_pending(std::current_exception());
+    }
+}
+
+cspmd_status_t cspmd_call_redispatch(cspmd_call_t *call) {
+    try {
+        cspmd::KeyOff off;
+        call->op->redispatchBoxed(call->ks.remove_backend(kBit), call->stack);
+        return CSPMD_OK;
+    } catch (...) {
+        return cspmd::keep_pending(std::current_exception());
+    }
+}
+
+cspmd_status_t cspmd_call_results(const cspmd_call_t *call, cspmd_args_t *results) {
+    try {
+        size_t n = call->nreturns;
+        if (call->stack->size() < n)
+            n = call->stack->size();
+        read_values(results, n ? &*(call->stack->end() - static_cast<ptrdiff_t>(n)) : nullptr, n,
+                    nullptr);
+        return CSPMD_OK;
+    } catch (...) {
+        return cspmd::keep_pending(std::current_exception());
+    }
+}
+
+const char *cspmd_call_arg_name(const cspmd_call_t *call, int i) {
+    const auto &args = call->op->schema().arguments();
+    if (i < 0 || static_cast<size_t>(i) >= args.size())
+        return "";
+    return args[static_cast<size_t>(i)].name().c_str();
+}
+
+size_t cspmd_call_arg_text(const cspmd_call_t *call, int i, char *buf, size_t len) {
+    try {
+        size_t n = call->op->schema().arguments().size();
+        if (i < 0 || static_cast<size_t>(i) >= n || call->stack->size() < n)
+            return 0;
+        const c10::IValue &v = *(call->stack->end() - static_cast<ptrdiff_t>(n) + i);
+        std::ostringstream os;
+        if (v.isNone())
+            os << "None";
+        else if (v.isString())
+            os << "'" << v.toStringRef() << "'";
+        else
+            os << v;
+        std::string s = os.str();
+        if (len)
+            std::snprintf(buf, len, "%s", s.c_str());
+        return s.size();
+    } catch (...) {
+        if (len)
+            buf[0] = '\0';
+        return 0;
+    }
+}
+
+} // extern "C"

@@ -1,0 +1,255 @@
+// The `cspmd` operator library: the control ops through which the Python
+// front talks to the core (axes, types, the mesh stack, the key), and the
+// differentiable collective op.  Control ops only translate: every decision
+// is the core's.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include <string>
+#include <vector>
+
+#include "shim.h"
+#include "shim_internal.h"
+
+namespace cspmd {
+namespace {
+
+using IntList = c10::ArrayRef<int64_t>;
+
+std::vector<cspmd_axis_t> to_axes(IntList v) {
+    std::vector<cspmd_axis_t> out;
+    out.reserve(v.size());
+    for (int64_t a : v) {
+        if (a < 0 || a > UINT32_MAX)
+            throw_core_error(CSPMD_ERR_MISUSE, "cspmd: axis id out of range");
+        out.push_back(static_cast<cspmd_axis_t>(a));
+    }
+    if (out.size() > CSPMD_MAX_AXES)
+        throw_core_error(CSPMD_ERR_VALUE, "cspmd: at most 8 mesh axes are supported");
+    return out;
+}
+
+cspmd_type_t to_type(int64_t t) {
+    if (t < 0 || t > UINT32_MAX)
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: type id out of range");
+    return static_cast<cspmd_type_t>(t);
+}
+
+// ---- axes -----------------------------------------------------------------
+
+int64_t axis_from_layout(IntList sizes, IntList strides) {
+    if (sizes.size() != strides.size())
+        throw_core_error(CSPMD_ERR_VALUE, "MeshAxis: sizes and strides differ in length");
+    cspmd_axis_t a;
+    check(cspmd_axis_intern(sizes.data(), strides.data(), static_cast<int>(sizes.size()), &a));
+    return a;
+}
+
+int64_t axis_from_ranks(IntList ranks) {
+    cspmd_axis_t a;
+    check(cspmd_axis_from_ranks(ranks.data(), static_cast<int>(ranks.size()), &a));
+    return a;
+}
+
+std::vector<int64_t> axis_layout(int64_t axis) {
+    int64_t sizes[CSPMD_MAX_MODES], strides[CSPMD_MAX_MODES];
+    int n = cspmd_axis_layout(static_cast<cspmd_axis_t>(axis), sizes, strides);
+    if (n < 0)
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: unknown axis id");
+    std::vector<int64_t> out;  // [s0, d0, s1, d1, ...]
+    for (int i = 0; i < n; i++) {
+        out.push_back(sizes[i]);
+        out.push_back(strides[i]);
+    }
+    return out;
+}
+
+void axis_name_add(int64_t axis, std::string name) {
+    check(cspmd_axis_name_add(static_cast<cspmd_axis_t>(axis), name.c_str()));
+}
+
+std::string axis_display(int64_t axis, bool debug) {
+    const char *s = cspmd_axis_display(static_cast<cspmd_axis_t>(axis), debug ? 1 : 0);
+    return s ? s : "";
+}
+
+bool axes_orthogonal(IntList axes) {
+    auto a = to_axes(axes);
+    return cspmd_axes_orthogonal(a.data(), static_cast<int>(a.size())) != 0;
+}
+
+void axes_check_orthogonal(IntList axes) {
+    auto a = to_axes(axes);
+    check(cspmd_axes_check_orthogonal(a.data(), static_cast<int>(a.size())));
+}
+
+int64_t axes_flatten(IntList axes) {
+    auto a = to_axes(axes);
+    cspmd_axis_t out;
+    check(cspmd_axes_flatten(a.data(), static_cast<int>(a.size()), &out));
+    return out;
+}
+
+bool axis_le(int64_t a, int64_t b) {
+    return cspmd_axis_le(static_cast<cspmd_axis_t>(a), static_cast<cspmd_axis_t>(b)) != 0;
+}
+
+void axis_names_reset() { cspmd_axis_names_reset(); }
+
+// ---- types ----------------------------------------------------------------
+
+// spec: [ndim, n_0, axes of dim 0..., n_1, ...]; empty for "no spec".
+int64_t type_make(IntList axes, IntList ltypes, IntList spec) {
+    auto a = to_axes(axes);
+    if (ltypes.size() != a.size())
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: axes and types differ in length");
+    std::vector<cspmd_ltype_t> lt;
+    for (int64_t t : ltypes)
+        lt.push_back(static_cast<cspmd_ltype_t>(t));
+    cspmd_spec_t s{};
+    s.ndim = -1;
+    if (!spec.empty()) {
+        size_t k = 0;
+        int64_t nd = spec[k++];
+        if (nd < 0 || nd > CSPMD_MAX_DIMS)
+            throw_core_error(CSPMD_ERR_VALUE,
+                             "cspmd: partition specs support at most 16 tensor dims");
+        s.ndim = static_cast<int8_t>(nd);
+        for (int64_t d = 0; d < nd; d++) {
+            if (k >= spec.size())
+                throw_core_error(CSPMD_ERR_MISUSE, "cspmd: malformed spec encoding");
+            int64_t n = spec[k++];
+            if (n < 0 || n > CSPMD_MAX_AXES || k + static_cast<size_t>(n) > spec.size())
+                throw_core_error(CSPMD_ERR_MISUSE, "cspmd: malformed spec encoding");
+            s.nentry[d] = static_cast<uint8_t>(n);
+            for (int64_t j = 0; j < n; j++)
+                s.entry[d][j] = static_cast<cspmd_axis_t>(spec[k++]);
+        }
+    }
+    cspmd_type_t out;
+    check(cspmd_type_make(a.data(), lt.data(), static_cast<int>(a.size()),
+                          s.ndim >= 0 ? &s : nullptr, &out));
+    return out;
+}
+
+// [axis, ltype, axis, ltype, ...] in canonical order.
+std::vector<int64_t> type_entries(int64_t type) {
+    int n = cspmd_type_naxes(to_type(type));
+    if (n < 0)
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: unknown type id");
+    std::vector<int64_t> out;
+    for (int i = 0; i < n; i++) {
+        cspmd_axis_t a;
+        cspmd_ltype_t lt;
+        check(cspmd_type_entry(to_type(type), i, &a, &lt));
+        out.push_back(a);
+        out.push_back(lt);
+    }
+    return out;
+}
+
+std::vector<int64_t> type_spec(int64_t type) {
+    cspmd_spec_t s;
+    check(cspmd_type_spec(to_type(type), &s));
+    std::vector<int64_t> out;
+    if (s.ndim < 0)
+        return out;
+    out.push_back(s.ndim);
+    for (int d = 0; d < s.ndim; d++) {
+        out.push_back(s.nentry[d]);
+        for (int j = 0; j < s.nentry[d]; j++)
+            out.push_back(s.entry[d][j]);
+    }
+    return out;
+}
+
+std::string type_format(int64_t type) {
+    char buf[1024];
+    size_t n = cspmd_type_format(to_type(type), buf, sizeof buf);
+    if (n < sizeof buf)
+        return std::string(buf, n);
+    std::string big(n + 1, '\0');
+    cspmd_type_format(to_type(type), big.data(), big.size());
+    big.resize(n);
+    return big;
+}
+
+int64_t type_refine(int64_t existing, int64_t next) {
+    cspmd_type_t out;
+    check(cspmd_type_refine(to_type(existing), to_type(next), &out));
+    return out;
+}
+
+int64_t type_dual(int64_t type) { return cspmd_type_dual(to_type(type)); }
+int64_t type_local(int64_t type) { return cspmd_type_local(to_type(type)); }
+
+int64_t get_type(const at::Tensor &t) { return impl_get_type(t.unsafeGetTensorImpl()); }
+
+void set_type(const at::Tensor &t, int64_t type) {
+    impl_set_type(t.unsafeGetTensorImpl(), to_type(type));
+}
+
+// ---- checker state ---------------------------------------------------------
+
+void mesh_push(IntList axes) {
+    auto a = to_axes(axes);
+    check(cspmd_mesh_push(a.data(), static_cast<int>(a.size())));
+}
+
+void mesh_pop() { check(cspmd_mesh_pop()); }
+
+std::vector<int64_t> mesh_current() {
+    cspmd_axis_t a[CSPMD_MAX_AXES];
+    int n = cspmd_mesh_current(a);
+    if (n < 0)
+        return {-1};
+    return std::vector<int64_t>(a, a + n);
+}
+
+// Enable or pause checking on this thread: the core's flags and the key.
+void checker_set(bool enabled, bool strict) {
+    cspmd_checker_set(enabled ? 1 : 0, strict ? 1 : 0);
+    key_set_enabled(enabled);
+}
+
+std::vector<int64_t> checker_state() {
+    return {cspmd_checker_enabled(), cspmd_checker_strict(), key_enabled() ? 1 : 0};
+}
+
+int64_t register_explicit() {
+    static int64_t n = register_explicit_ops();
+    return n;
+}
+
+} // namespace
+} // namespace cspmd
+
+TORCH_LIBRARY(cspmd, m) {
+    using namespace cspmd;
+    m.def("axis_from_layout(int[] sizes, int[] strides) -> int", &axis_from_layout);
+    m.def("axis_from_ranks(int[] ranks) -> int", &axis_from_ranks);
+    m.def("axis_layout(int axis) -> int[]", &axis_layout);
+    m.def("axis_name_add(int axis, str name) -> ()", &axis_name_add);
+    m.def("axis_display(int axis, bool debug) -> str", &axis_display);
+    m.def("axes_orthogonal(int[] axes) -> bool", &axes_orthogonal);
+    m.def("axes_check_orthogonal(int[] axes) -> ()", &axes_check_orthogonal);
+    m.def("axes_flatten(int[] axes) -> int", &axes_flatten);
+    m.def("axis_le(int a, int b) -> bool", &axis_le);
+    m.def("axis_names_reset() -> ()", &axis_names_reset);
+    m.def("type_make(int[] axes, int[] ltypes, int[] spec) -> int", &type_make);
+    m.def("type_entries(int type) -> int[]", &type_entries);
+    m.def("type_spec(int type) -> int[]", &type_spec);
+    m.def("type_format(int type) -> str", &type_format);
+    m.def("type_refine(int existing, int next) -> int", &type_refine);
+    m.def("type_dual(int type) -> int", &type_dual);
+    m.def("type_local(int type) -> int", &type_local);
+    m.def("get_type(Tensor t) -> int", &get_type);
+    m.def("set_type(Tensor t, int type) -> ()", &set_type);
+    m.def("mesh_push(int[] axes) -> ()", &mesh_push);
+    m.def("mesh_pop() -> ()", &mesh_pop);
+    m.def("mesh_current() -> int[]", &mesh_current);
+    m.def("checker_set(bool enabled, bool strict) -> ()", &checker_set);
+    m.def("checker_state() -> int[]", &checker_state);
+    m.def("register_explicit() -> int", &register_explicit);
+}

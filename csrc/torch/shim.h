@@ -1,0 +1,105 @@
+/*
+ * shim.h -- the C face of libtorch that cspmd's C kernel is written against.
+ *
+ * Implemented in C++ (the .cpp files beside it), the only C++ in the project.  The
+ * shim decides nothing: it reads the dispatcher's boxed stack, redispatches,
+ * stores type ids on tensors, and calls c10d's functional collectives.
+ * Every function catches C++ exceptions and returns a status; a pending
+ * torch exception (a shape error from the real kernel, say) is kept per
+ * thread and rethrown by the outermost C++ frame.
+ */
+#ifndef CSPMD_SHIM_H
+#define CSPMD_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cspmd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A dispatcher call in flight (operator, key set, boxed stack). */
+typedef struct cspmd_call cspmd_call_t;
+/* A tensor, borrowed from the stack or from a shim result: valid until the
+ * call returns (or, for results of shim ops, until cspmd_tensor_release). */
+typedef struct cspmd_tensor cspmd_tensor_t;
+
+/* Returned when a C++ exception is pending: the trampoline rethrows it. */
+#define CSPMD_ERR_PENDING ((cspmd_status_t)-100)
+
+/* ---- the operator --------------------------------------------------- */
+
+/* A pointer that identifies the operator for the life of the process. */
+const void *cspmd_call_op_key(const cspmd_call_t *call);
+/* "aten::add" and "Tensor" ("" for the default overload). */
+const char *cspmd_call_op_name(const cspmd_call_t *call);
+const char *cspmd_call_op_overload(const cspmd_call_t *call);
+
+/* ---- the arguments on the stack ------------------------------------- */
+
+typedef enum cspmd_arg_kind {
+    CSPMD_ARG_OTHER = 0,    /* int, float, bool, string, list of ints ... */
+    CSPMD_ARG_TENSOR,       /* a defined tensor                            */
+    CSPMD_ARG_TENSOR_LIST,  /* Tensor[] or Tensor?[]                       */
+    CSPMD_ARG_SCALAR,       /* a schema `Scalar`                           */
+    CSPMD_ARG_NONE          /* an undefined optional                       */
+} cspmd_arg_kind_t;
+
+/* One tensor found among the arguments (or results). */
+typedef struct cspmd_tensor_ref {
+    cspmd_tensor_t *tensor;
+    cspmd_type_t type;      /* its stored type id (UNTYPED if none)        */
+    uint16_t arg;           /* schema argument (or result) index           */
+    uint8_t wrapped_number; /* a 0-d tensor made from a Python number      */
+    uint8_t written;        /* the schema marks the argument as written    */
+    uint8_t out;            /* written and keyword-only: an out= tensor    */
+    uint8_t requires_grad;
+    uint8_t pad[2];
+} cspmd_tensor_ref_t;
+
+typedef struct cspmd_args {
+    int nargs;                  /* schema arguments                          */
+    uint64_t scalar_args;       /* bit i: argument i is a Scalar             */
+    int ntensors;               /* tensors found, in argument order          */
+    int truncated;              /* more tensors than fit                     */
+    cspmd_tensor_ref_t tensors[64];
+} cspmd_args_t;
+
+/* Read the call's arguments (allocation-free).  Errors: PENDING. */
+cspmd_status_t cspmd_call_args(const cspmd_call_t *call, cspmd_args_t *args);
+/* Run the real kernel with cspmd's key off (nested ops are not checked). */
+cspmd_status_t cspmd_call_redispatch(cspmd_call_t *call);
+/* After redispatch: the tensors among the results, in result order. */
+cspmd_status_t cspmd_call_results(const cspmd_call_t *call, cspmd_args_t *results);
+
+/* Schema argument name (for error context); "" if out of range. */
+const char *cspmd_call_arg_name(const cspmd_call_t *call, int i);
+/* Render argument i as text for error context ("f32[8, 16]" for a tensor
+ * is done by the caller; this renders non-tensors: "3", "[0, 1]", "None").
+ * Returns the length needed. */
+size_t cspmd_call_arg_text(const cspmd_call_t *call, int i, char *buf, size_t len);
+
+/* ---- tensors -------------------------------------------------------- */
+
+cspmd_type_t cspmd_tensor_get_type(const cspmd_tensor_t *t);
+/* Store a type id (UNTYPED removes it).  Allocation-free after the first
+ * use of each id, except torch's own ExtraMeta on a fresh tensor. */
+cspmd_status_t cspmd_tensor_set_type(cspmd_tensor_t *t, cspmd_type_t type);
+int64_t cspmd_tensor_dim(const cspmd_tensor_t *t);
+int64_t cspmd_tensor_size(const cspmd_tensor_t *t, int64_t d);
+/* "f32", "bf16", "i64", ... */
+const char *cspmd_tensor_dtype_abbrev(const cspmd_tensor_t *t);
+
+/* ---- the user's source line ----------------------------------------- */
+
+/* "file.py:12" of the innermost Python frame outside torch and cspmd, or
+ * "" when Python is not running this thread.  Error path only. */
+size_t cspmd_python_user_frame(char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CSPMD_SHIM_H */

@@ -1,0 +1,45 @@
+// Declarations shared by the shim's C++ files.  Not part of the C API.
+#pragma once
+
+#include <c10/core/TensorImpl.h>
+
+#include <exception>
+#include <string>
+
+#include "cspmd.h"
+
+namespace cspmd {
+
+// The key in this thread's included set (checking reaches the kernel).
+bool key_enabled();
+void key_set_enabled(bool on);
+
+// Turns the key off for a scope (ops run inside are not checked).
+struct KeyOff {
+    KeyOff();
+    ~KeyOff();
+    KeyOff(const KeyOff &) = delete;
+    KeyOff &operator=(const KeyOff &) = delete;
+    bool was_on;
+};
+
+// Register the fallback on every op with a CompositeExplicitAutograd kernel.
+int register_explicit_ops();
+
+// Type ids on TensorImpls.
+cspmd_type_t impl_get_type(const c10::TensorImpl *impl);
+void impl_set_type(c10::TensorImpl *impl, cspmd_type_t type);
+
+// Keep a torch exception for the outermost C++ frame; returns PENDING.
+cspmd_status_t keep_pending(std::exception_ptr e);
+// Rethrow a pending exception, or throw the core's error as the Python
+// exception its status maps to (SpmdTypeError, ValueError, ...).
+[[noreturn]] void raise_status(cspmd_status_t st);
+[[noreturn]] void throw_core_error(cspmd_status_t st, const std::string &msg);
+// Throw if st is not OK.
+inline void check(cspmd_status_t st) {
+    if (st != CSPMD_OK)
+        raise_status(st);
+}
+
+} // namespace cspmd

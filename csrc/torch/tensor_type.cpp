@@ -1,0 +1,127 @@
+// Type ids stored on tensors: a c10::BackendMeta on the TensorImpl, one
+// shared immutable object per type id, so that writing a type allocates
+// nothing after the first use of that id.  detach() and .data copy it
+// (ExtraMeta's copy clones the pointer); views and fresh outputs start
+// without one and are typed by the kernel.
+#include <c10/core/TensorImpl.h>
+
+#include <atomic>
+#include <mutex>
+#include <typeinfo>
+
+#include "shim.h"
+#include "shim_internal.h"
+
+namespace cspmd {
+namespace {
+
+struct TypeMeta final : c10::BackendMeta {
+    explicit TypeMeta(cspmd_type_t t) : type(t) {}
+    const cspmd_type_t type;
+};
+
+// Two-level table: 1024 chunks of 1024 slots covers every id the core can
+// intern; chunks are published with release stores and never freed.
+constexpr size_t kChunk = 1024;
+constexpr size_t kChunks = 1024;
+std::atomic<c10::BackendMeta *> *chunks[kChunks];
+std::mutex grow_mutex;
+
+c10::BackendMeta *meta_for(cspmd_type_t type) {
+    size_t hi = type / kChunk, lo = type % kChunk;
+    if (hi >= kChunks)
+        return nullptr;
+    auto *chunk = __atomic_load_n(&chunks[hi], __ATOMIC_ACQUIRE);
+    if (chunk) {
+        c10::BackendMeta *m = chunk[lo].load(std::memory_order_acquire);
+        if (m)
+            return m;
+    }
+    std::lock_guard<std::mutex> lock(grow_mutex);
+    chunk = __atomic_load_n(&chunks[hi], __ATOMIC_ACQUIRE);
+    if (!chunk) {
+        chunk = new std::atomic<c10::BackendMeta *>[kChunk]();
+        __atomic_store_n(&chunks[hi], chunk, __ATOMIC_RELEASE);
+    }
+    c10::BackendMeta *m = chunk[lo].load(std::memory_order_acquire);
+    if (!m) {
+        // One reference held by the table forever; tensors add their own.
+        m = c10::make_intrusive<TypeMeta>(type).release();
+        chunk[lo].store(m, std::memory_order_release);
+    }
+    return m;
+}
+
+} // namespace
+
+cspmd_type_t impl_get_type(const c10::TensorImpl *impl) {
+    // get_backend_meta() is non-const only because it hands out a pointer.
+    auto *m = const_cast<c10::TensorImpl *>(impl)->get_backend_meta();
+    // TypeMeta is final, so comparing type_info is exact (and cheaper than
+    // dynamic_cast); a vendor plugin's BackendMeta reads as untyped.
+    if (!m || typeid(*m) != typeid(TypeMeta))
+        return CSPMD_TYPE_UNTYPED;
+    return static_cast<TypeMeta *>(m)->type;
+}
+
+void impl_set_type(c10::TensorImpl *impl, cspmd_type_t type) {
+    if (type == CSPMD_TYPE_UNTYPED) {
+        if (impl->get_backend_meta())
+            impl->set_backend_meta(nullptr);
+        return;
+    }
+    c10::BackendMeta *m = meta_for(type);
+    if (!m)
+        throw_core_error(CSPMD_ERR_NOMEM, "cspmd: type id out of range");
+    if (impl->get_backend_meta() == m)
+        return;
+    impl->set_backend_meta(c10::intrusive_ptr<c10::BackendMeta>::reclaim_copy(m));
+}
+
+} // namespace cspmd
+
+extern "C" {
+
+cspmd_type_t cspmd_tensor_get_type(const cspmd_tensor_t *t) {
+    return cspmd::impl_get_type(reinterpret_cast<const c10::TensorImpl *>(t));
+}
+
+cspmd_status_t cspmd_tensor_set_type(cspmd_tensor_t *t, cspmd_type_t type) {
+    try {
+        cspmd::impl_set_type(reinterpret_cast<c10::TensorImpl *>(t), type);
+        return CSPMD_OK;
+    } catch (...) {
+        return cspmd::keep_pending(std::current_exception());
+    }
+}
+
+int64_t cspmd_tensor_dim(const cspmd_tensor_t *t) {
+    return reinterpret_cast<const c10::TensorImpl *>(t)->dim();
+}
+
+int64_t cspmd_tensor_size(const cspmd_tensor_t *t, int64_t d) {
+    auto *impl = reinterpret_cast<const c10::TensorImpl *>(t);
+    if (d < 0 || d >= impl->dim())
+        return -1;
+    return impl->sizes()[static_cast<size_t>(d)];
+}
+
+const char *cspmd_tensor_dtype_abbrev(const cspmd_tensor_t *t) {
+    switch (reinterpret_cast<const c10::TensorImpl *>(t)->dtype().toScalarType()) {
+    case c10::ScalarType::Float: return "f32";
+    case c10::ScalarType::Double: return "f64";
+    case c10::ScalarType::Half: return "f16";
+    case c10::ScalarType::BFloat16: return "bf16";
+    case c10::ScalarType::Long: return "i64";
+    case c10::ScalarType::Int: return "i32";
+    case c10::ScalarType::Short: return "i16";
+    case c10::ScalarType::Char: return "i8";
+    case c10::ScalarType::Byte: return "u8";
+    case c10::ScalarType::Bool: return "b8";
+    case c10::ScalarType::ComplexFloat: return "c64";
+    case c10::ScalarType::ComplexDouble: return "c128";
+    default: return "?";
+    }
+}
+
+} // extern "C"

@@ -1,0 +1,6 @@
+# Sourced by the scripts: the venv and the in-tree build on the paths.
+TORCH_VERSION=2.11.0
+VENV=${CSPMD_VENV:-$HOME/.cache/cspmd/venv-torch$TORCH_VERSION}
+export PATH="$VENV/bin:$PATH"
+export PYTHONPATH="$(pwd)/torch_plugin${PYTHONPATH:+:$PYTHONPATH}"
+export CSPMD_LIBRARY="$(pwd)/build/csrc/torch/libcspmd.so"

@@ -1,0 +1,27 @@
+"""cspmd's exception types (importable without the native library)."""
+
+__all__ = ["SpmdTypeError", "RedistributeError", "DTensorPropagationError"]
+
+
+class SpmdTypeError(RuntimeError):
+    """A tensor's SPMD type does not fit the operation.
+
+    A ``RuntimeError`` subclass on purpose: Tensor's arithmetic dunders turn a
+    ``TypeError`` into ``NotImplemented`` and lose the message.
+
+    >>> str(SpmdTypeError("bad", context="In add(...)"))
+    'bad\\n\\nIn add(...)'
+    """
+
+    def __init__(self, msg="", *, context=None):
+        self.msg = msg
+        self.context = context
+        super().__init__(msg if context is None else f"{msg}\n\n{context}")
+
+
+class RedistributeError(SpmdTypeError):
+    """A collective on a mesh axis that is not innermost in its spec entry."""
+
+
+class DTensorPropagationError(SpmdTypeError):
+    """Global shard propagation cannot decide an op's output sharding."""

@@ -1,0 +1,213 @@
+"""Annotating and querying tensors' SPMD types.
+
+Python converts axes and types to the core's integer codes; the core
+interns, validates and refines them, and the type id lives on the tensor.
+"""
+
+import torch
+
+from ._errors import SpmdTypeError
+from ._lib import ops
+from .mesh import MeshAxis, current_mesh, normalize_axis
+from .types import PartitionSpec, PerMeshAxisLocalSpmdType, Shard, ltype_code, ltype_of
+
+__all__ = ["assert_type", "assert_type_like", "get_local_type", "has_local_type",
+           "mutate_type", "get_partition_spec", "set_dist"]
+
+_UNTYPED = 0
+_state = {"dist": None}
+
+
+def _dist():
+    return _state["dist"]
+
+
+def set_dist(module):
+    """Use ``module`` instead of torch.distributed for rank and group queries
+    (None restores torch.distributed)."""
+    _state["dist"] = module
+
+
+def _check_tensor(t, fn):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{fn}: expected a torch.Tensor, got {type(t).__name__}")
+    if type(t).__name__ == "DTensor":
+        raise TypeError(f"{fn}: got a DTensor; annotate its local tensor (x.to_local()) instead")
+
+
+def _spec_encoding(spec, ndim):
+    """[ndim, n0, axes..., n1, ...] for the core; [] for no spec."""
+    if spec is None:
+        return []
+    if len(spec) != ndim:
+        raise SpmdTypeError(f"PartitionSpec {spec!r} has {len(spec)} entries but the tensor has "
+                            f"{ndim} dims")
+    out = [ndim]
+    for entry in spec:
+        axes = [] if entry is None else list(entry) if isinstance(entry, tuple) else [entry]
+        axes = [normalize_axis(a) for a in axes]
+        axes = [a for a in axes if a.size() > 1]
+        out.append(len(axes))
+        out.extend(a.id for a in axes)
+    return out
+
+
+def _type_id(type_, ndim, partition_spec=None):
+    """Intern a user-written type (dict, or a bare R/I/V/P) for a tensor of ndim dims."""
+    if isinstance(type_, (PerMeshAxisLocalSpmdType, Shard)):
+        mesh = current_mesh()
+        if mesh is None:
+            raise SpmdTypeError(f"assert_type with a bare type {type_!r} needs a current mesh "
+                                "(set_current_mesh), or pass {axis: type}")
+        type_ = {a: type_ for a in mesh}
+    if not isinstance(type_, dict):
+        raise TypeError(f"expected a dict {{axis: type}} or one of R, I, V, P, got "
+                        f"{type(type_).__name__}")
+    axes, codes, shards = [], [], {}
+    for key, t in type_.items():
+        axis = normalize_axis(key)
+        code = ltype_code(t, f"type on axis {axis!r}")
+        if axis.size() == 1:
+            continue
+        if isinstance(t, Shard):
+            d = t.dim + ndim if t.dim < 0 else t.dim
+            if not 0 <= d < ndim:
+                raise SpmdTypeError(f"S({t.dim}) is out of range for a tensor with {ndim} dims")
+            if d in shards:
+                raise SpmdTypeError(f"Axes {shards[d]!r} and {axis!r} both shard tensor dim {d}. "
+                                    "Use an explicit PartitionSpec to specify the axis ordering.")
+            shards[d] = axis
+        axes.append(axis.id)
+        codes.append(code)
+    if shards:
+        if partition_spec is not None:
+            raise SpmdTypeError("S(i) entries cannot be combined with an explicit partition_spec")
+        partition_spec = PartitionSpec(*(shards.get(d) for d in range(ndim)))
+    if partition_spec is not None:
+        # Spec axes not written in the dict are V.
+        for entry in partition_spec:
+            for a in (entry if isinstance(entry, tuple) else (entry,)):
+                if a is None:
+                    continue
+                axis = normalize_axis(a)
+                if axis.size() > 1 and axis.id not in axes:
+                    axes.append(axis.id)
+                    codes.append(3)
+    return ops.type_make(axes, codes, _spec_encoding(partition_spec, ndim))
+
+
+def type_to_dict(type_id):
+    """``{MeshAxis: R|I|V|P}`` of a core type id."""
+    flat = ops.type_entries(type_id)
+    return {MeshAxis(flat[i]): ltype_of(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def assert_type(tensor, type, partition_spec=None):  # noqa: A002 (the reference's name)
+    """Set ``tensor``'s type if it has none, else check and refine it.
+
+    ``type`` is ``{axis: R|I|V|P|S(i)}`` (axes as MeshAxis, ProcessGroup or
+    names in the current mesh) or a bare type meaning every current mesh
+    axis.  An existing V becomes P when P is asserted; any other change
+    raises SpmdTypeError and leaves the tensor unchanged.
+
+    >>> x = torch.zeros(4)
+    >>> _ = assert_type(x, {MeshAxis.of(4, 1): R})
+    """
+    if isinstance(tensor, (list, tuple)):
+        return tensor.__class__(assert_type(t, type, partition_spec) for t in tensor)
+    _check_tensor(tensor, "assert_type")
+    new = _type_id(type, tensor.dim(), partition_spec)
+    old = ops.get_type(tensor)
+    ops.set_type(tensor, ops.type_refine(old, new))
+    return tensor
+
+
+def assert_type_like(tensor, source, overrides=None):
+    """Give ``tensor`` the type (and spec) of ``source``, with ``overrides``."""
+    _check_tensor(tensor, "assert_type_like")
+    _check_tensor(source, "assert_type_like")
+    merged = dict(get_local_type(source))
+    for k, v in (overrides or {}).items():
+        merged[normalize_axis(k)] = v
+    assert_type(tensor, merged, get_partition_spec(source))
+
+
+def has_local_type(tensor):
+    """True if the tensor carries a type (even an empty one ``{}``)."""
+    _check_tensor(tensor, "has_local_type")
+    return ops.get_type(tensor) != _UNTYPED
+
+
+def get_local_type(tensor):
+    """The tensor's type as ``{MeshAxis: R|I|V|P}`` (``{}`` if untyped)."""
+    from .scalar import Scalar
+    if isinstance(tensor, Scalar):
+        return dict(tensor.spmd_type)
+    _check_tensor(tensor, "get_local_type")
+    return type_to_dict(ops.get_type(tensor))
+
+
+def get_partition_spec(tensor):
+    """The tensor's PartitionSpec (of MeshAxis entries), or None."""
+    _check_tensor(tensor, "get_partition_spec")
+    flat = ops.type_spec(ops.get_type(tensor))
+    if not flat:
+        return None
+    ndim, k, entries = flat[0], 1, []
+    for _ in range(ndim):
+        n = flat[k]
+        axes = [MeshAxis(a) for a in flat[k + 1:k + 1 + n]]
+        k += 1 + n
+        entries.append(None if n == 0 else axes[0] if n == 1 else tuple(axes))
+    return PartitionSpec(*entries)
+
+
+def _as_axis_dict(x, fn):
+    if isinstance(x, dict):
+        return {normalize_axis(k): v for k, v in x.items()}
+    return None
+
+
+def mutate_type(tensor, axis=None, *, src, dst):
+    """Overwrite types on already-typed axes after checking them against
+    ``src`` (all updates are checked before any is written).
+
+    >>> x = torch.zeros(2); ax = MeshAxis.of(4, 1)
+    >>> _ = assert_type(x, {ax: V}); _ = mutate_type(x, ax, src=V, dst=P)
+    """
+    _check_tensor(tensor, "mutate_type")
+    current = get_local_type(tensor)
+    sd, dd = _as_axis_dict(src, "src"), _as_axis_dict(dst, "dst")
+    if axis is not None:
+        if sd is not None or dd is not None:
+            raise SpmdTypeError("mutate_type: pass either axis or dict src/dst, not both")
+        targets = [normalize_axis(axis)]
+    elif sd is not None and dd is not None:
+        if set(sd) != set(dd):
+            diff = ", ".join(sorted(repr(a) for a in set(sd) ^ set(dd)))
+            raise SpmdTypeError(f"mutate_type: src and dst name different axes: {diff}")
+        targets = list(sd)
+    elif sd is not None or dd is not None:
+        targets = list(sd if sd is not None else dd)
+    else:
+        targets = list(current)
+    updated = dict(current)
+    for a in targets:
+        if a.size() == 1:
+            continue
+        want = sd[a] if sd is not None else src
+        new = dd[a] if dd is not None else dst
+        if a not in current:
+            raise SpmdTypeError(f"mutate_type: axis {a!r} not found in the tensor's type "
+                                f"{_fmt(current)}")
+        if ltype_code(current[a]) != ltype_code(want):
+            raise SpmdTypeError(f"mutate_type: expected current type {want} on axis {a!r}, "
+                                f"got {current[a]}")
+        updated[a] = ltype_of(ltype_code(new))
+    new_id = ops.type_make([a.id for a in updated], [t.value for t in updated.values()], [])
+    ops.set_type(tensor, new_id)
+    return tensor
+
+
+def _fmt(d):
+    return "{" + ", ".join(f"{a!r}: {t!r}" for a, t in d.items()) + "}"
