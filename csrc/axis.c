@@ -21,7 +21,7 @@
 #define TEXT_MAX 1024
 
 struct disp {
-    uint32_t gen;
+    _Atomic uint32_t gen; /* registry generation the text was derived at */
     struct disp *next; /* every text ever built, for valgrind reachability */
     char text[];
 };
@@ -924,12 +924,12 @@ const char *cspmd_axis_display(cspmd_axis_t axis, int debug)
     int which = debug != 0;
     uint32_t gen = atomic_load_explicit(&names_gen, memory_order_acquire);
     struct disp *d = atomic_load_explicit(&r->disp[which], memory_order_acquire);
-    if (d != NULL && d->gen == gen)
+    if (d != NULL && atomic_load_explicit(&d->gen, memory_order_relaxed) == gen)
         return d->text;
     pthread_mutex_lock(&names_lock);
     gen = atomic_load_explicit(&names_gen, memory_order_relaxed);
     d = atomic_load_explicit(&r->disp[which], memory_order_relaxed);
-    if (d == NULL || d->gen != gen) {
+    if (d == NULL || atomic_load_explicit(&d->gen, memory_order_relaxed) != gen) {
         char text[TEXT_MAX * 3];
         display_locked(axis, which, text, sizeof text);
         if (d == NULL || strcmp(d->text, text) != 0) {
@@ -940,11 +940,13 @@ const char *cspmd_axis_display(cspmd_axis_t axis, int debug)
                 return d ? d->text : "MeshAxis(?)";
             }
             memcpy(nd->text, text, n);
+            atomic_init(&nd->gen, 0);
             nd->next = disp_all;
             disp_all = nd;
             d = nd;
         }
-        d->gen = gen; /* same text: re-stamp (readers tolerate a stale gen) */
+        /* a new text, or the same text re-stamped for this generation */
+        atomic_store_explicit(&d->gen, gen, memory_order_relaxed);
         atomic_store_explicit(&r->disp[which], d, memory_order_release);
     }
     pthread_mutex_unlock(&names_lock);

@@ -1,1 +1,442 @@
+/*
+ * coll.c -- the collectives' (src, dst) tables (SPEC 3.2-3.8), expert-mode
+ * gating and backward pairs (SPEC 3.12), and the checker rule of SPEC 3.10.
+ *
+ * Type values in messages follow SPEC 1.6: an interpolated R/I/V/P renders
+ * in the long enum form ("PerMeshAxisLocalSpmdType.R"), S(d) as "S(d)", and
+ * letters written literally into a template stay letters.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
 #include "cspmd.h"
+
+typedef struct tname {
+    char s[48];
+} tname_t;
+
+/* The str() of a src/dst value. */
+static tname_t ct_str(cspmd_ctype_t t)
+{
+    tname_t r;
+    if (t.ltype == CSPMD_LT_V && t.shard_dim >= 0)
+        snprintf(r.s, sizeof r.s, "S(%d)", (int)t.shard_dim);
+    else
+        snprintf(r.s, sizeof r.s, "%s", cspmd_ltype_long(t.ltype));
+    return r;
+}
+
+static int is_shard(cspmd_ctype_t t)
+{
+    return t.ltype == CSPMD_LT_V && t.shard_dim >= 0;
+}
+
+static int is_plain(cspmd_ctype_t t, cspmd_ltype_t lt)
+{
+    return t.ltype == lt && !is_shard(t);
+}
+
+static int ct_valid(cspmd_ctype_t t)
+{
+    if (t.ltype < CSPMD_LT_R || t.ltype > CSPMD_LT_P)
+        return 0;
+    if (t.shard_dim < -1)
+        return 0;
+    return t.shard_dim == -1 || t.ltype == CSPMD_LT_V;
+}
+
+static cspmd_status_t bad_value(const char *msg)
+{
+    return cspmd_error_set(CSPMD_ERR_VALUE, "%s", msg);
+}
+
+/* all_reduce / reduce_scatter src: P, or V (implicit reinterpret). */
+static cspmd_status_t check_reduce_src(const char *fn, cspmd_ctype_t src)
+{
+    if (is_plain(src, CSPMD_LT_P) || is_plain(src, CSPMD_LT_V))
+        return CSPMD_OK;
+    tname_t s = ct_str(src);
+    if (is_plain(src, CSPMD_LT_R) || is_plain(src, CSPMD_LT_I))
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "%s src must be P, got %s. %s on replicated/invariant data is "
+                               "usually a bug. If you really want to scale by mesh size, use "
+                               "reinterpret(src=%s, dst=P) first.",
+                               fn, s.s, fn, s.s);
+    return cspmd_error_set(CSPMD_ERR_VALUE, "%s src must be P, got %s", fn, s.s);
+}
+
+static cspmd_status_t validate_reinterpret(cspmd_ctype_t src, cspmd_ctype_t dst, int expert)
+{
+    tname_t s = ct_str(src), d = ct_str(dst);
+    if (is_shard(src) || is_shard(dst))
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "reinterpret does not support S(i). Use V instead, or use convert "
+                               "for semantics-preserving conversions. Got src=%s, dst=%s",
+                               s.s, d.s);
+    cspmd_ltype_t a = src.ltype, b = dst.ltype;
+    if (a == b)
+        return CSPMD_OK;
+    if (!expert) {
+        if (a == CSPMD_LT_R && b == CSPMD_LT_I)
+            return bad_value("reinterpret(R, I) requires expert_mode=True. This is rarely what "
+                             "you want in the forward pass; it exists as a backward for "
+                             "convert(I, P). Prefer convert(R, I) which is the primary API for "
+                             "R<->I transitions.");
+        if (a == CSPMD_LT_R && b == CSPMD_LT_P)
+            return bad_value("reinterpret(R, P) requires expert_mode=True. This scales the "
+                             "semantic value by the mesh axis size, which is rarely intentional. "
+                             "If you want to preserve semantics, use convert(R, P) instead.");
+        if (a == CSPMD_LT_I && b == CSPMD_LT_R)
+            return bad_value("reinterpret(I, R) requires expert_mode=True. Use convert(I, R) "
+                             "instead, which is the primary API for I<->R transitions.");
+        if (a == CSPMD_LT_R && b == CSPMD_LT_V)
+            return bad_value("reinterpret(R, V) requires expert_mode=True. This makes N copies "
+                             "of the input, which is rarely what you want in the forward pass. "
+                             "If you want to shard a replicated value, use convert(R, V) or "
+                             "convert(R, S(i)) instead.");
+    }
+    if ((a == CSPMD_LT_R && (b == CSPMD_LT_I || b == CSPMD_LT_V || b == CSPMD_LT_P)) ||
+        (a == CSPMD_LT_I && (b == CSPMD_LT_R || b == CSPMD_LT_V || b == CSPMD_LT_P)) ||
+        (a == CSPMD_LT_V && b == CSPMD_LT_P))
+        return CSPMD_OK;
+    if (a == CSPMD_LT_P)
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "reinterpret(%s, %s) is not supported; it is semantically "
+                               "ill-defined. Call all_reduce(src=P, dst=R) first to materialize "
+                               "the sum, then do whatever conversion you need from R.",
+                               s.s, d.s);
+    if (a == CSPMD_LT_V)
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "reinterpret(%s, %s) is not supported. We cannot unsafely assert "
+                               "that varying values on all ranks are actually the same. Ensure "
+                               "your source is already %s instead.",
+                               s.s, d.s, d.s);
+    return cspmd_error_set(CSPMD_ERR_VALUE, "reinterpret(%s, %s) is not supported.", s.s, d.s);
+}
+
+static cspmd_status_t validate_convert(cspmd_ctype_t src, cspmd_ctype_t dst, int expert)
+{
+    tname_t s = ct_str(src), d = ct_str(dst);
+    cspmd_ltype_t a = src.ltype, b = dst.ltype; /* S(.) -> V */
+    if (!expert) {
+        if (a == CSPMD_LT_R && b == CSPMD_LT_I)
+            return bad_value("convert(R, I) requires expert_mode=True. This treats a replicate "
+                             "tensor as invariant, which is rarely what you want in the forward "
+                             "pass. It exists as a backward for convert(I, P).");
+        if (a == CSPMD_LT_I && b == CSPMD_LT_P)
+            return bad_value("convert(I, P) requires expert_mode=True. This zeros out all "
+                             "non-rank-0 tensors, which is rarely what you want. It exists as a "
+                             "backward for convert(R, I).");
+        if (a == CSPMD_LT_V && b == CSPMD_LT_P)
+            return cspmd_error_set(CSPMD_ERR_VALUE,
+                                   "convert(%s, P) requires expert_mode=True. This pads with "
+                                   "zeros to create a partial tensor, which is rarely what you "
+                                   "want in the forward pass. It exists as a backward for "
+                                   "convert(R, %s).",
+                                   s.s, s.s);
+    }
+    if (a == b) {
+        if (is_shard(src) && is_shard(dst) && src.shard_dim != dst.shard_dim)
+            return cspmd_error_set(CSPMD_ERR_VALUE,
+                                   "convert(S(%d), S(%d)) cannot change the shard dimension "
+                                   "without communication. Use all_to_all() instead.",
+                                   (int)src.shard_dim, (int)dst.shard_dim);
+        return CSPMD_OK;
+    }
+    /* a != b here: R|I -> anything, and V|S -> P, are conversions. */
+    if (a == CSPMD_LT_R || a == CSPMD_LT_I || (a == CSPMD_LT_V && b == CSPMD_LT_P))
+        return CSPMD_OK;
+    if (a == CSPMD_LT_P) {
+        if (b == CSPMD_LT_R || b == CSPMD_LT_I)
+            return cspmd_error_set(CSPMD_ERR_VALUE,
+                                   "convert(%s, %s) is not supported. Use all_reduce(src=P, "
+                                   "dst=%s) to perform the reduction and get the full sum.",
+                                   s.s, d.s, d.s);
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "convert(%s, %s) is not supported. Use reduce_scatter(src=P, "
+                               "dst=%s) to perform the reduction and get shards of the sum.",
+                               s.s, d.s, d.s);
+    }
+    return cspmd_error_set(CSPMD_ERR_VALUE, "convert(%s, %s) is not supported.", s.s, d.s);
+}
+
+cspmd_status_t cspmd_coll_validate(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst,
+                                   int expert_mode)
+{
+    if (!ct_valid(src) || !ct_valid(dst))
+        return cspmd_error_set(CSPMD_ERR_MISUSE,
+                               "cspmd_coll_validate: bad src/dst (ltype %d/%d, shard_dim %d/%d)",
+                               (int)src.ltype, (int)dst.ltype, (int)src.shard_dim,
+                               (int)dst.shard_dim);
+    tname_t s = ct_str(src), d = ct_str(dst);
+    cspmd_status_t st;
+    switch (op) {
+    case CSPMD_COLL_ALL_REDUCE:
+        if ((st = check_reduce_src("all_reduce", src)) != CSPMD_OK)
+            return st;
+        if (is_plain(dst, CSPMD_LT_R) || is_plain(dst, CSPMD_LT_I))
+            return CSPMD_OK;
+        return cspmd_error_set(CSPMD_ERR_VALUE, "all_reduce dst must be R or I, got %s", d.s);
+    case CSPMD_COLL_ALL_GATHER:
+        if (src.ltype != CSPMD_LT_V)
+            return cspmd_error_set(CSPMD_ERR_VALUE, "all_gather src must be V or S(i), got %s",
+                                   s.s);
+        if (is_plain(dst, CSPMD_LT_R) || is_plain(dst, CSPMD_LT_I))
+            return CSPMD_OK;
+        return cspmd_error_set(CSPMD_ERR_VALUE, "all_gather dst must be R or I, got %s", d.s);
+    case CSPMD_COLL_REDUCE_SCATTER:
+        if ((st = check_reduce_src("reduce_scatter", src)) != CSPMD_OK)
+            return st;
+        if (dst.ltype == CSPMD_LT_V)
+            return CSPMD_OK;
+        return cspmd_error_set(CSPMD_ERR_VALUE, "reduce_scatter dst must be V or S(i), got %s",
+                               d.s);
+    case CSPMD_COLL_ALL_TO_ALL:
+        if (src.ltype != CSPMD_LT_V)
+            return cspmd_error_set(CSPMD_ERR_VALUE, "all_to_all src must be V or S(i), got %s",
+                                   s.s);
+        if (dst.ltype != CSPMD_LT_V)
+            return cspmd_error_set(CSPMD_ERR_VALUE, "all_to_all dst must be V or S(i), got %s",
+                                   d.s);
+        return CSPMD_OK;
+    case CSPMD_COLL_REINTERPRET:
+        return validate_reinterpret(src, dst, expert_mode);
+    case CSPMD_COLL_CONVERT:
+        return validate_convert(src, dst, expert_mode);
+    case CSPMD_COLL_REDISTRIBUTE:
+        return CSPMD_OK; /* all 16 base combinations route somewhere (SPEC 3.8) */
+    case CSPMD_COLL_INVARIANT_TO_REPLICATE:
+        if (is_plain(src, CSPMD_LT_I) && is_plain(dst, CSPMD_LT_R))
+            return CSPMD_OK;
+        return cspmd_error_set(CSPMD_ERR_MISUSE,
+                               "invariant_to_replicate is typed (I, R), got src=%s, dst=%s", s.s,
+                               d.s);
+    default:
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_validate: unknown op %d", (int)op);
+    }
+}
+
+/* ===================================================================== */
+/* Backward pairs (SPEC 3.12, 3.2-3.5)                                   */
+/* ===================================================================== */
+
+static cspmd_ctype_t CT(cspmd_ltype_t lt, int32_t dim)
+{
+    cspmd_ctype_t t = {lt, dim};
+    return t;
+}
+
+static cspmd_status_t set_bwd(cspmd_coll_t *bop, cspmd_ctype_t *bsrc, cspmd_ctype_t *bdst,
+                              cspmd_coll_t op, cspmd_ctype_t s, cspmd_ctype_t d)
+{
+    *bop = op;
+    *bsrc = s;
+    *bdst = d;
+    return CSPMD_OK;
+}
+
+/* The backward of convert(src, dst) (SPEC 3.7 table). */
+static cspmd_status_t convert_bwd(cspmd_ctype_t src, cspmd_ctype_t dst, cspmd_coll_t *bop,
+                                  cspmd_ctype_t *bsrc, cspmd_ctype_t *bdst)
+{
+    cspmd_ltype_t a = src.ltype, b = dst.ltype;
+    if (a == b) /* no-op: the gradient passes through unchanged */
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_CONVERT, dst, src);
+    if (a == CSPMD_LT_I && b == CSPMD_LT_R)
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_ALL_REDUCE, CT(CSPMD_LT_P, -1),
+                       CT(CSPMD_LT_I, -1));
+    if (a == CSPMD_LT_R && b == CSPMD_LT_I)
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_CONVERT, CT(CSPMD_LT_I, -1),
+                       CT(CSPMD_LT_P, -1));
+    if (a == CSPMD_LT_R && b == CSPMD_LT_V) /* R -> V|S(d): convert(V|S(d), P) */
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_CONVERT, dst, CT(CSPMD_LT_P, -1));
+    if (a == CSPMD_LT_I && b == CSPMD_LT_V) /* I -> V|S(d): all_gather(V|S(d), I) */
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_ALL_GATHER, dst, CT(CSPMD_LT_I, -1));
+    if (a == CSPMD_LT_R && b == CSPMD_LT_P)
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_CONVERT, CT(CSPMD_LT_R, -1),
+                       CT(CSPMD_LT_P, -1));
+    if (a == CSPMD_LT_I && b == CSPMD_LT_P)
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_CONVERT, CT(CSPMD_LT_R, -1),
+                       CT(CSPMD_LT_I, -1));
+    if (a == CSPMD_LT_V && b == CSPMD_LT_P) /* V|S(d) -> P: convert(R, V|S(d)) */
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_CONVERT, CT(CSPMD_LT_R, -1), src);
+    return cspmd_error_set(CSPMD_ERR_VALUE, "convert(%s, %s) has no backward",
+                           ct_str(src).s, ct_str(dst).s);
+}
+
+static cspmd_status_t all_to_all_bwd(cspmd_ctype_t src, cspmd_ctype_t dst, cspmd_coll_t *bop,
+                                     cspmd_ctype_t *bsrc, cspmd_ctype_t *bdst)
+{
+    if (!is_shard(src) && !is_shard(dst)) /* V->V: stack, dims swapped */
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_ALL_TO_ALL, CT(CSPMD_LT_V, -1),
+                       CT(CSPMD_LT_V, -1));
+    /* Shard semantics: forward split_dim / concat_dim (SPEC 3.5); the
+     * backward splits on the forward's concat dim and concatenates on its
+     * split dim: all_to_all(S(split_dim), S(concat_dim)). */
+    int32_t split, concat;
+    if (is_shard(src) && is_shard(dst)) {
+        split = dst.shard_dim;
+        concat = src.shard_dim;
+    } else if (is_shard(src)) {
+        split = src.shard_dim;
+        concat = 0;
+    } else {
+        split = 0;
+        concat = dst.shard_dim;
+    }
+    return set_bwd(bop, bsrc, bdst, CSPMD_COLL_ALL_TO_ALL, CT(CSPMD_LT_V, split),
+                   CT(CSPMD_LT_V, concat));
+}
+
+cspmd_status_t cspmd_coll_backward(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst,
+                                   cspmd_coll_t *bop, cspmd_ctype_t *bsrc, cspmd_ctype_t *bdst)
+{
+    if (bop == NULL || bsrc == NULL || bdst == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_backward: NULL output");
+    cspmd_status_t st = cspmd_coll_validate(op, src, dst, 1);
+    if (st != CSPMD_OK)
+        return st;
+    cspmd_ltype_t a = src.ltype, b = dst.ltype;
+    switch (op) {
+    case CSPMD_COLL_ALL_REDUCE:
+        if (b == CSPMD_LT_R)
+            return set_bwd(bop, bsrc, bdst, CSPMD_COLL_ALL_REDUCE, CT(CSPMD_LT_P, -1),
+                           CT(CSPMD_LT_R, -1));
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_CONVERT, CT(CSPMD_LT_I, -1),
+                       CT(CSPMD_LT_R, -1));
+    case CSPMD_COLL_ALL_GATHER:
+        if (b == CSPMD_LT_R) /* reduce_scatter(P, V|S(i)) */
+            return set_bwd(bop, bsrc, bdst, CSPMD_COLL_REDUCE_SCATTER, CT(CSPMD_LT_P, -1), src);
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_CONVERT, CT(CSPMD_LT_I, -1), src);
+    case CSPMD_COLL_REDUCE_SCATTER: /* all_gather(V|S(i), R) */
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_ALL_GATHER, dst, CT(CSPMD_LT_R, -1));
+    case CSPMD_COLL_ALL_TO_ALL:
+        return all_to_all_bwd(src, dst, bop, bsrc, bdst);
+    case CSPMD_COLL_REINTERPRET:
+        if (a == b)
+            return set_bwd(bop, bsrc, bdst, CSPMD_COLL_REINTERPRET, dst, src);
+        if (a == CSPMD_LT_R && b == CSPMD_LT_V)
+            return set_bwd(bop, bsrc, bdst, CSPMD_COLL_REINTERPRET, CT(CSPMD_LT_V, -1),
+                           CT(CSPMD_LT_P, -1));
+        if (a == CSPMD_LT_V && b == CSPMD_LT_P)
+            return set_bwd(bop, bsrc, bdst, CSPMD_COLL_REINTERPRET, CT(CSPMD_LT_R, -1),
+                           CT(CSPMD_LT_V, -1));
+        if (a == CSPMD_LT_R && b == CSPMD_LT_P)
+            return set_bwd(bop, bsrc, bdst, CSPMD_COLL_REINTERPRET, CT(CSPMD_LT_R, -1),
+                           CT(CSPMD_LT_P, -1));
+        if (a == CSPMD_LT_R && b == CSPMD_LT_I)
+            return set_bwd(bop, bsrc, bdst, CSPMD_COLL_CONVERT, CT(CSPMD_LT_I, -1),
+                           CT(CSPMD_LT_P, -1));
+        if (a == CSPMD_LT_I && b == CSPMD_LT_R)
+            return set_bwd(bop, bsrc, bdst, CSPMD_COLL_ALL_REDUCE, CT(CSPMD_LT_P, -1),
+                           CT(CSPMD_LT_I, -1));
+        /* Compositions I->R->V and I->R->P: the reverse chain starts with
+         * the backward of the second node. */
+        if (a == CSPMD_LT_I && b == CSPMD_LT_V)
+            return set_bwd(bop, bsrc, bdst, CSPMD_COLL_REINTERPRET, CT(CSPMD_LT_V, -1),
+                           CT(CSPMD_LT_P, -1));
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_REINTERPRET, CT(CSPMD_LT_R, -1),
+                       CT(CSPMD_LT_P, -1)); /* I -> P */
+    case CSPMD_COLL_CONVERT:
+        return convert_bwd(src, dst, bop, bsrc, bdst);
+    case CSPMD_COLL_REDISTRIBUTE:
+        /* The backward of the op redistribute routes to (SPEC 3.8). */
+        if (a == b) {
+            if (is_shard(src) && is_shard(dst) && src.shard_dim != dst.shard_dim)
+                return all_to_all_bwd(src, dst, bop, bsrc, bdst);
+            return set_bwd(bop, bsrc, bdst, CSPMD_COLL_REDISTRIBUTE, dst, src);
+        }
+        if (a == CSPMD_LT_V && (b == CSPMD_LT_R || b == CSPMD_LT_I))
+            return cspmd_coll_backward(CSPMD_COLL_ALL_GATHER, src, dst, bop, bsrc, bdst);
+        if (a == CSPMD_LT_P && (b == CSPMD_LT_R || b == CSPMD_LT_I))
+            return cspmd_coll_backward(CSPMD_COLL_ALL_REDUCE, src, dst, bop, bsrc, bdst);
+        if (a == CSPMD_LT_P && b == CSPMD_LT_V)
+            return cspmd_coll_backward(CSPMD_COLL_REDUCE_SCATTER, src, dst, bop, bsrc, bdst);
+        return convert_bwd(src, dst, bop, bsrc, bdst);
+    case CSPMD_COLL_INVARIANT_TO_REPLICATE:
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_ALL_REDUCE, CT(CSPMD_LT_P, -1),
+                       CT(CSPMD_LT_I, -1));
+    default:
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_backward: unknown op %d", (int)op);
+    }
+}
+
+/* ===================================================================== */
+/* The checker rule (SPEC 3.10)                                          */
+/* ===================================================================== */
+
+cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t src,
+                                cspmd_ltype_t dst, cspmd_type_t in, cspmd_type_t *out)
+{
+    if (fn == NULL || out == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_infer: NULL argument");
+    if (src < CSPMD_LT_R || src > CSPMD_LT_P || dst < CSPMD_LT_R || dst > CSPMD_LT_P)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_infer: bad src/dst %d/%d",
+                               (int)src, (int)dst);
+    if (!cspmdi_axis_valid(axis))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_infer: unknown axis id %u",
+                               (unsigned)axis);
+    if (!cspmdi_type_valid(in))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_infer: unknown type id %u",
+                               (unsigned)in);
+
+    /* The input's axes in its key order (canonical: by display name). */
+    int n = cspmd_type_naxes(in);
+    cspmd_axis_t axes[CSPMD_MAX_AXES];
+    cspmd_ltype_t lts[CSPMD_MAX_AXES];
+    for (int i = 0; i < n; i++) {
+        cspmd_status_t st = cspmd_type_entry(in, i, &axes[i], &lts[i]);
+        if (st != CSPMD_OK)
+            return st;
+    }
+
+    /* Resolve the collective axis (step 3). */
+    int resolved[CSPMD_MAX_AXES];
+    int nres = 0;
+    for (int i = 0; i < n; i++)
+        if (axes[i] == axis)
+            resolved[nres++] = i;
+    if (nres == 0 && axis != CSPMD_AXIS_TRIVIAL) {
+        cspmd_axis_t sub[CSPMD_MAX_AXES];
+        int idx[CSPMD_MAX_AXES], nsub = 0;
+        for (int i = 0; i < n; i++)
+            if (axes[i] != axis && cspmd_axis_le(axes[i], axis)) {
+                idx[nsub] = i;
+                sub[nsub++] = axes[i];
+            }
+        cspmd_axis_t flat;
+        if (nsub > 0 && cspmd_axes_flatten(sub, nsub, &flat) == CSPMD_OK && flat == axis) {
+            for (int k = 0; k < nsub; k++)
+                resolved[nres++] = idx[k];
+        }
+    }
+
+    if (nres == 0) { /* step 4, unresolved */
+        if (axis == CSPMD_AXIS_TRIVIAL || cspmd_axis_size(axis) == 1 ||
+            !cspmd_checker_strict()) {
+            *out = in;
+            return CSPMD_OK;
+        }
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "%s: tensor has no type for axis %s. Use assert_type() to "
+                               "annotate the tensor on this axis before calling collectives.",
+                               fn, cspmd_axis_display(axis, 0));
+    }
+    for (int k = 0; k < nres; k++) {
+        cspmd_ltype_t t = lts[resolved[k]];
+        if (t == src || (t == CSPMD_LT_V && src == CSPMD_LT_P))
+            continue;
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s: expected input type %s on axis %s, got %s",
+                               fn, cspmd_ltype_long(src),
+                               cspmd_axis_display(axes[resolved[k]], 0), cspmd_ltype_long(t));
+    }
+    /* Step 5: the resolved axes become dst; other axes carry through. */
+    for (int k = 0; k < nres; k++)
+        lts[resolved[k]] = dst;
+    if (n == 0) {
+        *out = in;
+        return CSPMD_OK;
+    }
+    return cspmd_type_make(axes, lts, n, NULL, out);
+}

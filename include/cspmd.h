@@ -94,7 +94,8 @@ typedef uint32_t cspmd_axis_t;
 
 /* Intern the layout (sizes[k], strides[k]) given outermost-first; it is
  * canonicalized first (size-1 modes dropped, adjacent modes merged).
- * Errors: MISUSE (n > CSPMD_MAX_MODES, size < 1), NOMEM (table full). */
+ * Errors: MISUSE (n outside 0..CSPMD_MAX_MODES, size < 1, stride < 0, a
+ * layout whose size or largest rank overflows int64), NOMEM (table full). */
 CSPMD_API cspmd_status_t cspmd_axis_intern(const int64_t *sizes, const int64_t *strides,
                                            int n, cspmd_axis_t *out);
 
@@ -112,7 +113,8 @@ CSPMD_API int64_t cspmd_axis_size(cspmd_axis_t axis);
 CSPMD_API int64_t cspmd_axis_max_stride(cspmd_axis_t axis);
 /* 1 if the ranks-from-zero of a are a subset of those of b, else 0. */
 CSPMD_API int cspmd_axis_le(cspmd_axis_t a, cspmd_axis_t b);
-/* 1 if the axes' non-trivial modes are jointly radix separable, else 0. */
+/* 1 if the axes' non-trivial modes are jointly radix separable, else 0
+ * (0 also for an unknown id or n > CSPMD_MAX_AXES; 1 for n == 0). */
 CSPMD_API int cspmd_axes_orthogonal(const cspmd_axis_t *axes, int n);
 /* OK, or SPMD_TYPE with SPEC 1.4's message (first non-orthogonal pair, or
  * the whole set when only jointly non-separable). */
@@ -127,7 +129,8 @@ CSPMD_API cspmd_status_t cspmd_axis_name_add(cspmd_axis_t axis, const char *name
 /* The display text of SPEC 1.1 (preferred name, "(trivial)" suffix,
  * "{dp,cp}" flattening of named axes, "MeshAxis(4:1)").  Pointer valid for
  * the life of the process (display texts are cached; re-derived when names
- * change).  With debug != 0, the debug form ("SP/TP{4:1}"). */
+ * change).  With debug != 0, the debug form ("SP/TP{4:1}").  Lock-free
+ * when cached.  An unknown id gives "MeshAxis(<unknown id>)". */
 CSPMD_API const char *cspmd_axis_display(cspmd_axis_t axis, int debug);
 /* Forget every registered name (between tests). */
 CSPMD_API void cspmd_axis_names_reset(void);
@@ -154,9 +157,11 @@ typedef struct cspmd_spec {
 } cspmd_spec_t;
 
 /* Intern a type from parallel arrays (order irrelevant; trivial axes are
- * dropped; duplicate axes are MISUSE; ltypes must be R/I/V/P).  spec may be
- * NULL.  Validates orthogonality (SPMD_TYPE, SPEC 1.4 message) and that
- * every spec axis is V (SPMD_TYPE). */
+ * dropped; duplicate or unknown axes are MISUSE; ltypes must be R/I/V/P,
+ * else TYPE).  spec may be NULL.  Trivial axes leave the spec too.
+ * Validates orthogonality (SPMD_TYPE, SPEC 1.4 message) and that every
+ * spec axis is V (SPMD_TYPE); spec axes absent from axes are added as V
+ * (SPEC 4.1 step 6).  No axes and no spec gives CSPMD_TYPE_EMPTY. */
 CSPMD_API cspmd_status_t cspmd_type_make(const cspmd_axis_t *axes, const cspmd_ltype_t *ltypes,
                                          int n, const cspmd_spec_t *spec, cspmd_type_t *out);
 /* Number of axes (0 for UNTYPED / EMPTY; -1 for an unknown id). */
@@ -169,22 +174,29 @@ CSPMD_API cspmd_status_t cspmd_type_entry(cspmd_type_t type, int i, cspmd_axis_t
 CSPMD_API cspmd_ltype_t cspmd_type_get(cspmd_type_t type, cspmd_axis_t axis);
 /* The spec (ndim == -1 when none).  Errors: MISUSE. */
 CSPMD_API cspmd_status_t cspmd_type_spec(cspmd_type_t type, cspmd_spec_t *spec);
-/* The same type without its spec. */
+/* The same type without its spec (UNTYPED for an unknown id). */
 CSPMD_API cspmd_type_t cspmd_type_local(cspmd_type_t type);
-/* Per-axis dual (R<->P, I, V), spec dropped; UNTYPED -> UNTYPED. */
+/* Per-axis dual (R<->P, I, V), spec dropped; UNTYPED -> UNTYPED (also for
+ * an unknown id).  dual and local are lock-free after the first call. */
 CSPMD_API cspmd_type_t cspmd_type_dual(cspmd_type_t type);
-/* Replace (or add, when absent) one axis's local type. */
+/* Replace (or add, when absent) one axis's local type; lt ==
+ * CSPMD_LT_NONE removes the axis; a trivial axis leaves type unchanged.
+ * A spec axis whose type stops being V leaves the spec.  Errors: MISUSE
+ * (unknown id), TYPE (bad lt), SPMD_TYPE (not orthogonal). */
 CSPMD_API cspmd_status_t cspmd_type_with(cspmd_type_t type, cspmd_axis_t axis, cspmd_ltype_t lt,
                                          cspmd_type_t *out);
 /* "{dp: R, tp: P}" (letters, axes in canonical order; spec appended as
- * " PartitionSpec(tp, None)").  Returns the length that was needed. */
+ * " PartitionSpec(tp, None)"; UNTYPED prints "{}").  Writes at most len
+ * bytes, NUL-terminated when len > 0; returns the length that was needed
+ * (snprintf-style, so buf may be NULL with len 0). */
 CSPMD_API size_t cspmd_type_format(cspmd_type_t type, char *buf, size_t len);
 
 /* assert_type refinement (SPEC 4.1 steps 8-9): existing V + new P becomes
  * P; other differences are SPMD_TYPE "SPMD type mismatch on axis X: tensor
  * has A, expected B"; axes are merged (orthogonality checked); specs are
- * refined per dim with the PartitionSpec conflict errors.  existing may be
- * UNTYPED (result: new).  On error *out is untouched. */
+ * refined per dim with the PartitionSpec conflict errors (an axis that
+ * went V -> P leaves the spec).  existing may be UNTYPED (result: new);
+ * next UNTYPED gives existing.  On error *out is untouched. */
 CSPMD_API cspmd_status_t cspmd_type_refine(cspmd_type_t existing, cspmd_type_t next,
                                            cspmd_type_t *out);
 
@@ -200,8 +212,10 @@ CSPMD_API cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t 
 /* ===================================================================== */
 
 /* Current mesh stack.  push interns the axis set (trivial axes dropped,
- * orthogonality checked: SPMD_TYPE), pop removes the top (MISUSE if
- * empty).  Depth is bounded (NOMEM past 64). */
+ * repeated axes collapsed, orthogonality checked: SPMD_TYPE; unknown ids
+ * or more than CSPMD_MAX_AXES axes: MISUSE), pop removes the top (MISUSE
+ * if empty).  Depth is bounded (NOMEM past 64).  On error the stack is
+ * unchanged. */
 CSPMD_API cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n);
 CSPMD_API cspmd_status_t cspmd_mesh_pop(void);
 /* The current mesh's axes, outermost first (sorted by max stride desc);

@@ -87,11 +87,8 @@ static bool internal_module(PyFrameObject *f) {
     return internal;
 }
 
-extern "C" size_t cspmd_python_user_frame(char *buf, size_t len) {
-    if (len)
-        buf[0] = '\0';
-    if (!Py_IsInitialized() || !PyGILState_Check())
-        return 0;
+// torch releases the GIL around op calls; take it back (error path only).
+static size_t user_frame_locked(char *buf, size_t len) {
     PyFrameObject *f = PyEval_GetFrame();
     if (f)
         Py_INCREF(f);
@@ -114,4 +111,15 @@ extern "C" size_t cspmd_python_user_frame(char *buf, size_t len) {
         f = back;
     }
     return 0;
+}
+
+extern "C" size_t cspmd_python_user_frame(char *buf, size_t len) {
+    if (len)
+        buf[0] = '\0';
+    if (!Py_IsInitialized())
+        return 0;
+    PyGILState_STATE g = PyGILState_Ensure();
+    size_t n = user_frame_locked(buf, len);
+    PyGILState_Release(g);
+    return n;
 }

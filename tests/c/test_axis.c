@@ -249,6 +249,35 @@ START_TEST(test_flatten)
 }
 END_TEST
 
+START_TEST(test_too_many_modes)
+{
+    /* 9 non-mergeable modes: strides 3^8 .. 1 */
+    int64_t pw[9];
+    pw[8] = 1;
+    for (int k = 7; k >= 0; k--)
+        pw[k] = pw[k + 1] * 3;
+    int64_t rk[512];
+    for (int r = 0; r < 512; r++) {
+        rk[r] = 0;
+        for (int k = 0; k < 9; k++)
+            if (r & (1 << k))
+                rk[r] += pw[8 - k];
+    }
+    cspmd_axis_t out;
+    ck_assert_int_eq(cspmd_axis_from_ranks(rk, 512, &out), CSPMD_ERR_VALUE);
+    int64_t two[5] = {2, 2, 2, 2, 2};
+    cspmd_axis_t hi = axn(5, two, pw), lo = axn(4, two, pw + 5);
+    ck_assert(cspmd_axes_orthogonal((cspmd_axis_t[]){hi, lo}, 2));
+    ck_assert_int_eq(cspmd_axes_flatten((cspmd_axis_t[]){hi, lo}, 2, &out), CSPMD_ERR_VALUE);
+    ck_assert_str_eq(cspmd_last_error(), "flatten_axes: the flattened layout has more than 8 modes");
+    cspmd_axis_t nine[9];
+    for (int i = 0; i < 9; i++)
+        nine[i] = ax1(2, (int64_t)1 << i);
+    ck_assert(!cspmd_axes_orthogonal(nine, 9));
+    ck_assert(cspmd_axes_orthogonal(nine, 8));
+}
+END_TEST
+
 START_TEST(test_flatten_errors)
 {
     cspmd_axis_t out, tp = ax1(4, 1);
@@ -442,6 +471,7 @@ Suite *suite_axis(void)
     tcase_add_test(tc, test_check_orthogonal_messages);
     tcase_add_test(tc, test_flatten);
     tcase_add_test(tc, test_flatten_errors);
+    tcase_add_test(tc, test_too_many_modes);
     tcase_add_test(tc, test_sort_outer);
     tcase_add_test(tc, test_threads_intern);
     suite_add_tcase(s, tc);

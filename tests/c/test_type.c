@@ -615,6 +615,29 @@ START_TEST(test_threads_make)
 }
 END_TEST
 
+/* Fills the process-wide type table: keep last among tests that make new
+ * types (under CK_FORK=no later tests share the process). */
+START_TEST(test_type_table_full)
+{
+    cspmd_type_t keep = T1(TP, R);
+    cspmd_axis_t a[8];
+    for (int i = 0; i < 8; i++)
+        a[i] = ax1(2, (int64_t)1 << (i + 40));
+    cspmd_status_t st = CSPMD_OK;
+    for (uint32_t code = 0; code < (1u << 17) && st == CSPMD_OK; code++) {
+        cspmd_ltype_t l[8];
+        for (int i = 0; i < 8; i++)
+            l[i] = (cspmd_ltype_t)(1 + ((code >> (2 * i)) & 3));
+        int n = code < (1u << 16) ? 8 : 7; /* 4^8 types on 8 axes, then 7 */
+        cspmd_type_t t;
+        st = cspmd_type_make(a, l, n, NULL, &t);
+    }
+    ck_assert_int_eq(st, CSPMD_ERR_NOMEM);
+    ck_assert_str_eq(cspmd_last_error(), "cspmd: the type table is full (65536 entries)");
+    ck_assert_uint_eq(T1(TP, R), keep); /* known types still intern */
+}
+END_TEST
+
 Suite *suite_type(void)
 {
     Suite *s = suite_create("type");
@@ -647,5 +670,9 @@ Suite *suite_type(void)
     tcase_add_test(tr, test_mutation);
     tcase_add_test(tr, test_mutation_errors);
     suite_add_tcase(s, tr);
+    TCase *tf = tcase_create("capacity");
+    tcase_add_checked_fixture(tf, setup, NULL);
+    tcase_add_test(tf, test_type_table_full);
+    suite_add_tcase(s, tf);
     return s;
 }
