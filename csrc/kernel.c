@@ -99,6 +99,14 @@ static int collect_operands(const cspmd_args_t *args, cspmd_operand_t *ops)
     return n;
 }
 
+static int any_typed(const cspmd_operand_t *ops, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind != CSPMD_OPERAND_SCALAR && ops[i].type != CSPMD_TYPE_UNTYPED)
+            return 1;
+    return 0;
+}
+
 /* ---- error context (SPEC 2.11), error path only ------------------------- */
 
 typedef struct text {
@@ -206,6 +214,12 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
 
     cspmd_operand_t ops[MAX_OPERANDS];
     int n = collect_operands(&args, ops);
+    /* Ops over tensors none of which carries a type (module construction,
+     * bookkeeping inside torch functions) are not SPMD data: they run
+     * unchecked and their results stay untyped.  Factories and fills still
+     * type their fresh results. */
+    if (cspmd_rule_kind(rule) == CSPMD_KIND_INFER && !any_typed(ops, n))
+        return cspmd_call_redispatch(call);
     cspmd_type_t out = CSPMD_TYPE_UNTYPED;
     st = cspmd_infer(rule, ops, n, &out);
     if (st != CSPMD_OK)

@@ -142,6 +142,29 @@ TORCH_LIBRARY_IMPL(_, PrivateUse3, m) {
     m.fallback(torch::CppFunction::makeFromBoxedFunction<&cspmd::fallback>());
 }
 
+// Sparse, quantized and nested inputs reach these PrivateUse3 slots; they
+// are not checked and pass through to their real kernels untyped.
+namespace cspmd {
+static void passthrough(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
+                        torch::jit::Stack *stack) {
+    KeyOff off;
+    op.redispatchBoxed(ks.remove_backend(kBit), stack);
+}
+} // namespace cspmd
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse3, m) {
+    m.fallback(torch::CppFunction::makeFromBoxedFunction<&cspmd::passthrough>());
+}
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse3, m) {
+    m.fallback(torch::CppFunction::makeFromBoxedFunction<&cspmd::passthrough>());
+}
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse3, m) {
+    m.fallback(torch::CppFunction::makeFromBoxedFunction<&cspmd::passthrough>());
+}
+TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse3, m) {
+    m.fallback(torch::CppFunction::makeFromBoxedFunction<&cspmd::passthrough>());
+}
+
 // The boxed-stack accessors ------------------------------------------------
 
 extern "C" {

@@ -1,8 +1,231 @@
-#include "suites.h"
+/* The op rule table: lookup of representative aten ops, forward and
+ * backward, kinds, wildcards, prefixes and the table's own consistency. */
+#include <string.h>
+
 #include "cspmd.h"
+#include "rules.h"
+#include "suites.h"
+
+static void expect(const char *name, const char *ovl, const char *want_name,
+                   cspmd_rule_kind_t want_kind)
+{
+    cspmd_rule_t r = cspmd_rule_find(name, ovl);
+    ck_assert_msg(strcmp(cspmd_rule_name(r), want_name) == 0, "%s.%s: %s, want %s", name, ovl,
+                  cspmd_rule_name(r), want_name);
+    ck_assert_msg(cspmd_rule_kind(r) == want_kind, "%s.%s: kind %d", name, ovl,
+                  (int)cspmd_rule_kind(r));
+}
+
+#define LIN_(n, o) expect(n, o, "LINEAR", CSPMD_KIND_INFER)
+#define MUL_(n, o) expect(n, o, "MULTILINEAR", CSPMD_KIND_INFER)
+#define NON_(n, o) expect(n, o, "NONLINEAR", CSPMD_KIND_INFER)
+
+START_TEST(test_observed_transformer_ops)
+{
+    /* The ops seen on torch 2.11 for a small transformer, fwd + bwd. */
+    NON_("aten::_log_softmax", "");
+    MUL_("aten::_log_softmax_backward_data", "");
+    NON_("aten::_safe_softmax", "");
+    NON_("aten::_softmax", "");
+    MUL_("aten::_softmax_backward_data", "");
+    LIN_("aten::_unsafe_view", "");
+    LIN_("aten::add", "Tensor");
+    LIN_("aten::add_", "Scalar");
+    expect("aten::addmm", "", "DECOMPOSED", CSPMD_KIND_INFER);
+    expect("aten::arange", "", "FACTORY", CSPMD_KIND_FACTORY);
+    expect("aten::arange", "start_step", "FACTORY", CSPMD_KIND_FACTORY);
+    expect("aten::bernoulli_", "float", "RANDOM_FILL", CSPMD_KIND_RANDOM_FILL);
+    MUL_("aten::bmm", "");
+    LIN_("aten::cat", "");
+    LIN_("aten::clone", "");
+    LIN_("aten::detach", "");
+    MUL_("aten::div", "Scalar");
+    MUL_("aten::div_", "Scalar");
+    LIN_("aten::embedding", "");
+    MUL_("aten::embedding_dense_backward", "");
+    NON_("aten::empty", "memory_format");
+    NON_("aten::empty_like", "");
+    LIN_("aten::expand", "");
+    expect("aten::full", "", "FACTORY", CSPMD_KIND_FACTORY);
+    NON_("aten::gelu", "");
+    MUL_("aten::gelu_backward", "");
+    expect("aten::lift_fresh", "", "FACTORY", CSPMD_KIND_FACTORY);
+    LIN_("aten::mean", "");
+    LIN_("aten::mean", "dim");
+    MUL_("aten::mm", "");
+    MUL_("aten::mul", "Scalar");
+    MUL_("aten::mul", "Tensor");
+    NON_("aten::native_layer_norm", "");
+    MUL_("aten::native_layer_norm_backward", "");
+    MUL_("aten::nll_loss_backward", "");
+    NON_("aten::nll_loss_forward", "");
+    expect("aten::ones", "", "FACTORY", CSPMD_KIND_FACTORY);
+    expect("aten::ones_like", "", "FACTORY", CSPMD_KIND_FACTORY);
+    NON_("aten::pow", "Tensor_Scalar");
+    NON_("aten::randn", "");
+    NON_("aten::rsqrt", "");
+    expect("aten::scalar_tensor", "", "FACTORY", CSPMD_KIND_FACTORY);
+    NON_("aten::silu", "");
+    MUL_("aten::silu_backward", "");
+    LIN_("aten::split", "Tensor");
+    LIN_("aten::sum", "dim_IntList");
+    LIN_("aten::t", "");
+    LIN_("aten::transpose", "int");
+    LIN_("aten::tril", "");
+    LIN_("aten::view", "");
+    LIN_("aten::where", "self");
+    expect("aten::zeros", "", "FACTORY", CSPMD_KIND_FACTORY);
+}
+END_TEST
+
+START_TEST(test_more_ops)
+{
+    MUL_("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "");
+    MUL_("aten::_scaled_dot_product_efficient_attention_backward", "");
+    MUL_("aten::_scaled_dot_product_flash_attention_backward", "");
+    MUL_("aten::_scaled_dot_product_cudnn_attention_backward", "");
+    NON_("aten::_scaled_dot_product_flash_attention_for_cpu", "");
+    NON_("aten::native_dropout", "");
+    MUL_("aten::native_dropout_backward", "");
+    NON_("aten::_fused_rms_norm", "");
+    MUL_("aten::_fused_rms_norm_backward", "");
+    MUL_("aten::threshold_backward", "");
+    MUL_("aten::tanh_backward", "");
+    MUL_("aten::sigmoid_backward", "");
+    LIN_("aten::masked_fill", "Scalar");
+    LIN_("aten::masked_fill_", "Tensor");
+    LIN_("aten::slice", "Tensor");
+    LIN_("aten::slice_backward", "");
+    LIN_("aten::select", "int");
+    LIN_("aten::select_backward", "");
+    LIN_("aten::unsqueeze", "");
+    LIN_("aten::squeeze", "dim");
+    LIN_("aten::squeeze", "dims");
+    LIN_("aten::squeeze", "");
+    LIN_("aten::permute", "");
+    LIN_("aten::alias", "");
+    LIN_("aten::as_strided", "");
+    LIN_("aten::unbind", "int");
+    LIN_("aten::split_with_sizes", "");
+    LIN_("aten::chunk", "");
+    LIN_("aten::stack", "");
+    LIN_("aten::narrow", "");
+    LIN_("aten::index_select", "");
+    LIN_("aten::gather", "");
+    LIN_("aten::index", "Tensor");
+    LIN_("aten::index_put_", "");
+    LIN_("aten::scatter_add", "");
+    expect("aten::new_zeros", "", "FACTORY", CSPMD_KIND_FACTORY);
+    expect("aten::new_ones", "", "FACTORY", CSPMD_KIND_FACTORY);
+    expect("aten::new_full", "", "FACTORY", CSPMD_KIND_FACTORY);
+    NON_("aten::new_empty", "");
+    expect("aten::zeros_like", "", "FACTORY", CSPMD_KIND_FACTORY);
+    expect("aten::full_like", "", "FACTORY", CSPMD_KIND_FACTORY);
+    NON_("aten::randn_like", "");
+    NON_("aten::rand_like", "");
+    expect("aten::fill_", "Scalar", "FILL", CSPMD_KIND_FILL);
+    expect("aten::fill_", "Tensor", "FILL", CSPMD_KIND_FILL);
+    expect("aten::zero_", "", "FILL", CSPMD_KIND_FILL);
+    LIN_("aten::copy_", "");
+    expect("aten::normal_", "", "RANDOM_FILL", CSPMD_KIND_RANDOM_FILL);
+    expect("aten::uniform_", "", "RANDOM_FILL", CSPMD_KIND_RANDOM_FILL);
+    expect("aten::random_", "from", "RANDOM_FILL", CSPMD_KIND_RANDOM_FILL);
+    expect("aten::exponential_", "", "RANDOM_FILL", CSPMD_KIND_RANDOM_FILL);
+    LIN_("aten::_to_copy", "");
+    LIN_("aten::sum", "");
+    LIN_("aten::neg", "");
+    LIN_("aten::sub", "Tensor");
+    LIN_("aten::sub_", "Scalar");
+    LIN_("aten::rsub", "Scalar");
+    NON_("aten::_local_scalar_dense", "");
+    LIN_("_c10d_functional::wait_tensor", "");
+    NON_("_c10d_functional::all_reduce", "");
+    NON_("aten::div", "Tensor_mode");
+    NON_("aten::view", "dtype");
+    expect("aten::addcmul_", "", "DECOMPOSED", CSPMD_KIND_INFER);
+    expect("aten::baddbmm", "", "DECOMPOSED", CSPMD_KIND_INFER);
+}
+END_TEST
+
+START_TEST(test_passthrough)
+{
+    const char *names[] = {"aten::_has_compatible_shallow_copy_type", "aten::is_same_size",
+                           "aten::record_stream", "aten::set_", "aten::resize_",
+                           "aten::is_pinned", "aten::sym_size", "aten::sym_numel",
+                           "aten::_nested_tensor_size", "aten::_foreach_add_",
+                           "aten::_foreach_mul", "aten::_fused_adamw_"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        expect(names[i], "", "PASSTHROUGH", CSPMD_KIND_PASSTHROUGH);
+    expect("aten::set_", "source_Storage", "PASSTHROUGH", CSPMD_KIND_PASSTHROUGH);
+}
+END_TEST
+
+START_TEST(test_lookup_edges)
+{
+    /* unknown ops: rule 0, NONLINEAR */
+    ck_assert_int_eq(cspmd_rule_find("aten::exp", ""), 0);
+    ck_assert_int_eq(cspmd_rule_find("aten::no_such_op", "whatever"), 0);
+    ck_assert_int_eq(cspmd_rule_find(NULL, ""), 0);
+    ck_assert_int_eq(cspmd_rule_find("", ""), 0);
+    ck_assert_str_eq(cspmd_rule_name(0), "NONLINEAR");
+    ck_assert_int_eq(cspmd_rule_kind(0), CSPMD_KIND_INFER);
+    /* "", "default" and NULL are the default overload */
+    cspmd_rule_t v = cspmd_rule_find("aten::view", "");
+    ck_assert_int_ne(v, 0);
+    ck_assert_int_eq(cspmd_rule_find("aten::view", "default"), v);
+    ck_assert_int_eq(cspmd_rule_find("aten::view", NULL), v);
+    /* an exact overload entry wins over the wildcard */
+    ck_assert_int_ne(cspmd_rule_find("aten::view", "dtype"), v);
+    /* names are exact: no namespace, no match */
+    ck_assert_int_eq(cspmd_rule_find("add", "Tensor"), 0);
+    ck_assert_int_eq(cspmd_rule_find("aten::ad", "Tensor"), 0);
+    ck_assert_int_eq(cspmd_rule_find("aten::addd", "Tensor"), 0);
+    /* bad ids */
+    ck_assert_str_eq(cspmd_rule_name(-1), "UNKNOWN");
+    ck_assert_str_eq(cspmd_rule_name(1 << 30), "UNKNOWN");
+    ck_assert_int_eq(cspmd_rule_kind(-5), CSPMD_KIND_INFER);
+}
+END_TEST
+
+START_TEST(test_table_consistency)
+{
+    /* every entry is found under its own key (so keys are unique and the
+     * index is sorted), and its fields are in range */
+    int n = 0;
+    for (cspmd_rule_t id = 1; cspmdi_rule_get(id) != NULL; id++, n++) {
+        const cspmdi_rule_t *r = cspmdi_rule_get(id);
+        size_t len = strlen(r->name);
+        ck_assert_msg(strncmp(r->name, "aten::", 6) == 0 || strstr(r->name, "::") != NULL,
+                      "%s", r->name);
+        ck_assert(r->lin <= CSPMDI_LIN_MULTILINEAR);
+        ck_assert(r->kind <= CSPMD_KIND_RANDOM_FILL);
+        if (r->flags & CSPMDI_RF_DECOMP)
+            ck_assert(r->dec_a >= 0 && r->dec_b >= 0 && r->dec_self >= 0);
+        if (r->name[len - 1] == '*') {
+            char probe[128];
+            snprintf(probe, sizeof probe, "%.*sxyz", (int)(len - 1), r->name);
+            ck_assert_msg(cspmd_rule_find(probe, "") == id, "prefix %s", r->name);
+            continue;
+        }
+        ck_assert_msg(cspmd_rule_find(r->name, r->overload) == id, "%s.%s found as %d", r->name,
+                      r->overload, (int)cspmd_rule_find(r->name, r->overload));
+        if (r->flags & CSPMDI_RF_BACKWARD)
+            ck_assert(r->lin != CSPMDI_LIN_NONLINEAR);
+    }
+    ck_assert_int_gt(n, 300);
+    ck_assert_ptr_null(cspmdi_rule_get(-1));
+}
+END_TEST
 
 Suite *suite_rules(void)
 {
     Suite *s = suite_create("rules");
+    TCase *tc = tcase_create("rules");
+    tcase_add_test(tc, test_observed_transformer_ops);
+    tcase_add_test(tc, test_more_ops);
+    tcase_add_test(tc, test_passthrough);
+    tcase_add_test(tc, test_lookup_edges);
+    tcase_add_test(tc, test_table_consistency);
+    suite_add_tcase(s, tc);
     return s;
 }
