@@ -1,5 +1,6 @@
 /* The op rule table: lookup of representative aten ops, forward and
  * backward, kinds, wildcards, prefixes and the table's own consistency. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cspmd.h"
