@@ -440,3 +440,167 @@ cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t
     }
     return cspmd_type_make(axes, lts, n, NULL, out);
 }
+
+/* ===================================================================== */
+/* Routing, dims and dtypes (SPEC 3.3-3.5, 3.8, 3.9)                     */
+/* ===================================================================== */
+
+cspmd_status_t cspmd_coll_route(cspmd_ctype_t src, cspmd_ctype_t dst, cspmd_coll_t *op)
+{
+    if (op == NULL || !ct_valid(src) || !ct_valid(dst))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_route: bad arguments");
+    cspmd_ltype_t a = src.ltype, b = dst.ltype;
+    if (a == b) {
+        *op = is_shard(src) && is_shard(dst) && src.shard_dim != dst.shard_dim
+                  ? CSPMD_COLL_ALL_TO_ALL
+                  : CSPMD_COLL_REDISTRIBUTE; /* no-op: the input itself */
+    } else if (a == CSPMD_LT_V && (b == CSPMD_LT_R || b == CSPMD_LT_I)) {
+        *op = CSPMD_COLL_ALL_GATHER;
+    } else if (a == CSPMD_LT_P && (b == CSPMD_LT_R || b == CSPMD_LT_I)) {
+        *op = CSPMD_COLL_ALL_REDUCE;
+    } else if (a == CSPMD_LT_P && b == CSPMD_LT_V) {
+        *op = CSPMD_COLL_REDUCE_SCATTER;
+    } else {
+        *op = CSPMD_COLL_CONVERT; /* R<->I, R|I -> V|S|P, V|S -> P (expert) */
+    }
+    return CSPMD_OK;
+}
+
+static cspmd_status_t dim_conflict(const char *fn, const char *what, int64_t given, int64_t want)
+{
+    return cspmd_error_set(CSPMD_ERR_VALUE,
+                           "%s: %s=%lld conflicts with the shard dim %lld of src/dst",
+                           fn, what, (long long)given, (long long)want);
+}
+
+cspmd_status_t cspmd_coll_dims(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst,
+                               int has_split_sizes, int64_t *dim_a, int64_t *dim_b)
+{
+    if (dim_a == NULL || dim_b == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_dims: NULL output");
+    switch (op) {
+    case CSPMD_COLL_ALL_GATHER: /* a = gather_dim */
+        if (has_split_sizes && !is_shard(src))
+            return cspmd_error_set(CSPMD_ERR_VALUE, "all_gather: split_sizes is only supported "
+                                                    "with src=S(i), got src=%s",
+                                   ct_str(src).s);
+        if (is_shard(src)) {
+            if (*dim_a >= 0 && *dim_a != src.shard_dim)
+                return dim_conflict("all_gather", "gather_dim", *dim_a, src.shard_dim);
+            *dim_a = src.shard_dim;
+        } else if (*dim_a < 0) {
+            *dim_a = 0;
+        }
+        return CSPMD_OK;
+    case CSPMD_COLL_REDUCE_SCATTER: /* a = scatter_dim */
+        if (has_split_sizes && !is_shard(dst))
+            return cspmd_error_set(CSPMD_ERR_VALUE, "reduce_scatter: split_sizes is only "
+                                                    "supported with dst=S(i), got dst=%s",
+                                   ct_str(dst).s);
+        if (is_shard(dst)) {
+            if (*dim_a >= 0 && *dim_a != dst.shard_dim)
+                return dim_conflict("reduce_scatter", "scatter_dim", *dim_a, dst.shard_dim);
+            *dim_a = dst.shard_dim;
+        } else if (*dim_a < 0) {
+            *dim_a = 0;
+        }
+        return CSPMD_OK;
+    case CSPMD_COLL_ALL_TO_ALL: /* a = split_dim, b = concat_dim */
+        if (is_shard(dst)) {
+            if (*dim_a >= 0 && *dim_a != dst.shard_dim)
+                return dim_conflict("all_to_all", "split_dim", *dim_a, dst.shard_dim);
+            *dim_a = dst.shard_dim;
+        }
+        if (is_shard(src)) {
+            int64_t *d = is_shard(dst) ? dim_b : dim_a;
+            if (*d >= 0 && *d != src.shard_dim)
+                return dim_conflict("all_to_all", is_shard(dst) ? "concat_dim" : "split_dim", *d,
+                                    src.shard_dim);
+            *d = src.shard_dim;
+        }
+        if (*dim_a < 0)
+            *dim_a = 0;
+        if (*dim_b < 0)
+            *dim_b = 0;
+        if (has_split_sizes && (*dim_a != 0 || *dim_b != 0))
+            return cspmd_error_set(CSPMD_ERR_VALUE,
+                                   "all_to_all: uneven split sizes need split_dim == concat_dim "
+                                   "== 0, got split_dim=%lld, concat_dim=%lld",
+                                   (long long)*dim_a, (long long)*dim_b);
+        return CSPMD_OK;
+    case CSPMD_COLL_CONVERT:
+    case CSPMD_COLL_REDISTRIBUTE: /* a = the shard dim (dst's, else src's, else 0) */
+        if (*dim_a < 0)
+            *dim_a = is_shard(dst) ? dst.shard_dim : is_shard(src) ? src.shard_dim : 0;
+        return CSPMD_OK;
+    default:
+        if (*dim_a < 0)
+            *dim_a = 0;
+        if (*dim_b < 0)
+            *dim_b = 0;
+        return CSPMD_OK;
+    }
+}
+
+/* Ops whose tensor gets smaller: an out_dtype alone keeps the input dtype
+ * for the operation itself. */
+static int reducing(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst)
+{
+    return op == CSPMD_COLL_ALL_REDUCE || op == CSPMD_COLL_REDUCE_SCATTER ||
+           (op == CSPMD_COLL_CONVERT && (src.ltype == CSPMD_LT_R || src.ltype == CSPMD_LT_I) &&
+            dst.ltype == CSPMD_LT_V);
+}
+
+/* Ops whose backward performs a reduction (all_reduce or reduce_scatter). */
+static int backward_reduces(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst)
+{
+    switch (op) {
+    case CSPMD_COLL_ALL_REDUCE:
+    case CSPMD_COLL_ALL_GATHER:
+        return dst.ltype == CSPMD_LT_R;
+    case CSPMD_COLL_CONVERT:
+    case CSPMD_COLL_REINTERPRET:
+        return src.ltype == CSPMD_LT_I && dst.ltype == CSPMD_LT_R;
+    case CSPMD_COLL_INVARIANT_TO_REPLICATE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+cspmd_status_t cspmd_coll_dtypes(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst,
+                                 const cspmd_dtype_info_t *d, int *op_dtype, int *out_dtype)
+{
+    if (d == NULL || op_dtype == NULL || out_dtype == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_dtypes: NULL argument");
+    /* The reduced-precision rule, checked before anything runs. */
+    if (backward_reduces(op, src, dst) && d->needs_grad && !d->has_backward_op_dtype) {
+        int narrow = (d->in_bits > 0 && d->in_bits < 32) ||
+                     (d->op_dtype >= 0 && d->op_bits > 0 && d->op_bits < 32) ||
+                     (d->out_dtype >= 0 && d->out_bits > 0 && d->out_bits < 32);
+        if (narrow)
+            return cspmd_error_set(
+                CSPMD_ERR_VALUE,
+                "When using reduced precision with an operation whose backward involves a "
+                "reduction (all_reduce or reduce_scatter), you must explicitly specify "
+                "backward_options={\"op_dtype\": ...} to choose the precision of the backward "
+                "reduction (e.g. torch.float32).");
+    }
+    if (d->op_dtype < 0 && d->out_dtype < 0) {
+        *op_dtype = d->in_dtype;
+        *out_dtype = d->in_dtype;
+    } else if (d->out_dtype < 0) {
+        *op_dtype = d->op_dtype;
+        *out_dtype = d->op_dtype;
+    } else if (d->op_dtype < 0) {
+        *out_dtype = d->out_dtype;
+        if (reducing(op, src, dst))
+            *op_dtype = d->in_dtype;
+        else /* the narrower of in and out by float bits; a tie keeps in */
+            *op_dtype = d->out_bits > 0 && d->out_bits < d->in_bits ? d->out_dtype : d->in_dtype;
+    } else {
+        *op_dtype = d->op_dtype;
+        *out_dtype = d->out_dtype;
+    }
+    return CSPMD_OK;
+}

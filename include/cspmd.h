@@ -324,6 +324,37 @@ CSPMD_API cspmd_status_t cspmd_coll_backward(cspmd_coll_t op, cspmd_ctype_t src,
 CSPMD_API cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t src,
                                           cspmd_ltype_t dst, cspmd_type_t in, cspmd_type_t *out);
 
+
+/* The op that redistribute(src, dst) runs (SPEC 3.8): REDISTRIBUTE itself
+ * means "no-op: return the input".  Routed converts run in expert mode. */
+CSPMD_API cspmd_status_t cspmd_coll_route(cspmd_ctype_t src, cspmd_ctype_t dst, cspmd_coll_t *op);
+
+/* Resolve a collective's dims in place (-1 = not given): dim_a is
+ * all_gather's gather_dim, reduce_scatter's scatter_dim, all_to_all's
+ * split_dim, convert's shard dim; dim_b is all_to_all's concat_dim.  Shard
+ * dims of src/dst win (a conflicting explicit dim is VALUE "conflict");
+ * split sizes are checked against the pair (VALUE).  Shard dims must be
+ * canonical (non-negative) already. */
+CSPMD_API cspmd_status_t cspmd_coll_dims(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst,
+                                         int has_split_sizes, int64_t *dim_a, int64_t *dim_b);
+
+/* dtype options of one collective call (SPEC 3.9).  dtypes are opaque codes
+ * (-1 = not given); *_bits are their floating-point widths (0: not float). */
+typedef struct cspmd_dtype_info {
+    int in_dtype, in_bits;
+    int op_dtype, op_bits;
+    int out_dtype, out_bits;
+    int needs_grad;            /* input requires grad and grad mode is on */
+    int has_backward_op_dtype; /* backward_options names an op_dtype      */
+} cspmd_dtype_info_t;
+
+/* Resolve (op_dtype, out_dtype) and apply the reduced-precision rule:
+ * VALUE when a backward that reduces would run below 32 bits without an
+ * explicit backward op_dtype. */
+CSPMD_API cspmd_status_t cspmd_coll_dtypes(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst,
+                                           const cspmd_dtype_info_t *d, int *op_dtype,
+                                           int *out_dtype);
+
 #ifdef __cplusplus
 }
 #endif

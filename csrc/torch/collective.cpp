@@ -1,16 +1,19 @@
 // cspmd::collective -- one differentiable op for the collectives and
-// conversions.  The core validates (src, dst), infers the output type and
-// names the backward op; this file runs c10d's functional collectives on the
-// process group found by name (NCCL for CUDA tensors, Gloo for CPU, the fake
-// backend for single-process checking) and wires autograd, whose backward
-// calls cspmd::collective again through the dispatcher, so the backward
-// collective is type-checked too.
+// conversions.  The core validates (src, dst), resolves dims and dtypes,
+// infers the output type and names the backward op; csrc/collectives.c moves
+// the data with c10d's functional collectives on the process group found by
+// name (NCCL for CUDA tensors, Gloo for CPU, the fake backend for
+// single-process checking).  Autograd's backward calls cspmd::collective
+// again through the dispatcher, so the backward collective is type-checked.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "collectives.h"
 #include "shim.h"
 #include "shim_internal.h"
 
@@ -19,6 +22,7 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
+using IntList = c10::ArrayRef<int64_t>;
 
 const char *coll_name(int64_t op) {
     switch (op) {
@@ -38,125 +42,179 @@ cspmd_ctype_t ctype(int64_t lt, int64_t dim) {
     return cspmd_ctype_t{static_cast<cspmd_ltype_t>(lt), static_cast<int32_t>(dim)};
 }
 
-// _c10d_functional ops, called boxed with the group *name* (the schema's
-// group argument type has changed across torch versions), then waited on.
-at::Tensor functional(const char *name, torch::jit::Stack stack) {
-    static const auto wait =
-        c10::Dispatcher::singleton().findSchemaOrThrow("_c10d_functional::wait_tensor", "");
-    auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-    op.callBoxed(stack);
-    at::Tensor t = stack.at(0).toTensor();
-    torch::jit::Stack w{t};
-    wait.callBoxed(w);
-    return w.at(0).toTensor();
-}
+// A call with routing and collective dims resolved by the core.
+struct Resolved {
+    cspmd_coll_t op;
+    cspmd_ctype_t src, dst;
+    int64_t a, b;
+    bool expert;
+    bool noop;  // redistribute between equal types: the input itself
+};
 
-at::Tensor run_all_reduce(const at::Tensor &x, const std::string &group, bool inplace) {
-    if (!x.is_contiguous())
-        throw_core_error(CSPMD_ERR_VALUE, "all_reduce: the input must be contiguous");
-    if (inplace) {
-        functional("_c10d_functional::all_reduce_", {x, std::string("sum"), group});
-        return x;
+Resolved resolve(int64_t op, IntList types, IntList dims, bool has_sizes, bool expert) {
+    if (op < 0 || op >= CSPMD_COLL_COUNT || types.size() != 4 || dims.size() != 2)
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd.collective: malformed arguments");
+    Resolved r{static_cast<cspmd_coll_t>(op), ctype(types[0], types[1]), ctype(types[2], types[3]),
+               dims[0], dims[1], expert, false};
+    if (r.op == CSPMD_COLL_REDISTRIBUTE) {
+        cspmd_coll_t routed;
+        check(cspmd_coll_route(r.src, r.dst, &routed));
+        r.noop = routed == CSPMD_COLL_REDISTRIBUTE;
+        r.op = routed;
+        r.expert = true;  // redistribute bypasses the expert gate
+        if (r.noop)
+            return r;
     }
-    return functional("_c10d_functional::all_reduce", {x, std::string("sum"), group});
+    check(cspmd_coll_validate(r.op, r.src, r.dst, r.expert ? 1 : 0));
+    check(cspmd_coll_dims(r.op, r.src, r.dst, has_sizes ? 1 : 0, &r.a, &r.b));
+    return r;
 }
 
-at::Tensor compute(int64_t op, const at::Tensor &x, const std::string &group, cspmd_ctype_t src,
-                   cspmd_ctype_t dst, bool inplace) {
-    if (op == CSPMD_COLL_ALL_REDUCE)
-        return run_all_reduce(x, group, inplace);
-    // Conversions whose local data does not change (I<->R).
-    if ((op == CSPMD_COLL_CONVERT || op == CSPMD_COLL_INVARIANT_TO_REPLICATE ||
-         op == CSPMD_COLL_REINTERPRET) &&
-        (src.ltype == CSPMD_LT_I || src.ltype == CSPMD_LT_R) &&
-        (dst.ltype == CSPMD_LT_I || dst.ltype == CSPMD_LT_R))
-        return x.alias();
-    throw_core_error(CSPMD_ERR_VALUE, std::string(coll_name(op)) +
-                                          ": this (src, dst) pair is not implemented yet");
+std::pair<int, int> resolve_dtypes(const Resolved &r, const at::Tensor &x, IntList dtypes) {
+    if (dtypes.size() < 2 || dtypes.size() % 2)
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd.collective: malformed dtypes");
+    cspmd_dtype_info_t info{};
+    info.in_dtype = static_cast<int>(x.scalar_type());
+    info.in_bits = cspmd_dtype_float_bits(info.in_dtype);
+    info.op_dtype = static_cast<int>(dtypes[0]);
+    info.op_bits = cspmd_dtype_float_bits(info.op_dtype);
+    info.out_dtype = static_cast<int>(dtypes[1]);
+    info.out_bits = cspmd_dtype_float_bits(info.out_dtype);
+    info.needs_grad = x.requires_grad() && at::GradMode::is_enabled();
+    info.has_backward_op_dtype = dtypes.size() > 2 && dtypes[2] >= 0;
+    int op = -1, out = -1;
+    check(cspmd_coll_dtypes(r.op, r.src, r.dst, &info, &op, &out));
+    return {op, out};
 }
 
-// The kernel below autograd: validate, check the type, compute, type.
+// The kernel below autograd: check the type, compute in C, type the result.
 at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, int64_t axis,
-                           int64_t src, int64_t src_dim, int64_t dst, int64_t dst_dim,
-                           bool expert, bool inplace) {
-    if (op < 0 || op >= CSPMD_COLL_COUNT)
-        throw_core_error(CSPMD_ERR_MISUSE, "cspmd.collective: unknown op code");
-    cspmd_ctype_t s = ctype(src, src_dim), d = ctype(dst, dst_dim);
-    check(cspmd_coll_validate(static_cast<cspmd_coll_t>(op), s, d, expert ? 1 : 0));
+                           IntList types, IntList dims, IntList sizes_a, IntList sizes_b,
+                           IntList dtypes, bool expert, bool inplace) {
+    Resolved r = resolve(op, types, dims, !sizes_a.empty() || !sizes_b.empty(), expert);
+    if (r.noop)
+        return x.alias();
+    auto dt = resolve_dtypes(r, x, dtypes);
     bool checking = key_enabled();
     cspmd_type_t out_type = CSPMD_TYPE_UNTYPED;
     if (checking)
-        check(cspmd_coll_infer(coll_name(op), static_cast<cspmd_axis_t>(axis), s.ltype, d.ltype,
-                               impl_get_type(x.unsafeGetTensorImpl()), &out_type));
-    at::Tensor out;
+        check(cspmd_coll_infer(coll_name(op), static_cast<cspmd_axis_t>(axis), r.src.ltype,
+                               r.dst.ltype, impl_get_type(x.unsafeGetTensorImpl()), &out_type));
+    cspmd_coll_call_t call{};
+    call.op = r.op;
+    call.group = group.c_str();
+    call.src = r.src;
+    call.dst = r.dst;
+    call.inplace = inplace ? 1 : 0;
+    call.dim_a = r.a;
+    call.dim_b = r.b;
+    call.sizes_a = sizes_a.empty() ? nullptr : sizes_a.data();
+    call.nsizes_a = static_cast<int>(sizes_a.size());
+    call.sizes_b = sizes_b.empty() ? nullptr : sizes_b.data();
+    call.nsizes_b = static_cast<int>(sizes_b.size());
+    call.op_dtype = dt.first;
+    call.out_dtype = dt.second;
+    cspmd_tensor_t *res = nullptr;
     {
         KeyOff off;
-        out = compute(op, x, group, s, d, inplace);
+        check(cspmd_collective_compute(
+            &call, reinterpret_cast<cspmd_tensor_t *>(x.unsafeGetTensorImpl()), &res));
     }
+    at::Tensor out(
+        c10::intrusive_ptr<c10::TensorImpl>::reclaim(reinterpret_cast<c10::TensorImpl *>(res)));
     if (checking)
         impl_set_type(out.unsafeGetTensorImpl(), out_type);
     return out;
 }
 
 at::Tensor call_collective(const at::Tensor &x, int64_t op, const std::string &group, int64_t axis,
-                           int64_t src, int64_t src_dim, int64_t dst, int64_t dst_dim, bool expert,
-                           bool inplace) {
-    static auto handle = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("cspmd::collective", "")
-                             .typed<at::Tensor(const at::Tensor &, int64_t, std::string, int64_t,
-                                               int64_t, int64_t, int64_t, int64_t, bool, bool)>();
-    return handle.call(x, op, group, axis, src, src_dim, dst, dst_dim, expert, inplace);
+                           IntList types, IntList dims, IntList sizes_a, IntList sizes_b,
+                           IntList dtypes, bool expert, bool inplace) {
+    static auto handle =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("cspmd::collective", "")
+            .typed<at::Tensor(const at::Tensor &, int64_t, std::string, int64_t, IntList, IntList,
+                              IntList, IntList, IntList, bool, bool)>();
+    return handle.call(x, op, group, axis, types, dims, sizes_a, sizes_b, dtypes, expert, inplace);
 }
+
+std::vector<int64_t> vec(IntList v) { return std::vector<int64_t>(v.begin(), v.end()); }
 
 struct CollectiveFn : torch::autograd::Function<CollectiveFn> {
     static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x, int64_t op,
-                              std::string group, int64_t axis, int64_t src, int64_t src_dim,
-                              int64_t dst, int64_t dst_dim, bool expert, bool inplace) {
-        ctx->saved_data["op"] = op;
+                              std::string group, int64_t axis, IntList types, IntList dims,
+                              IntList sizes_a, IntList sizes_b, IntList dtypes, bool expert,
+                              bool inplace) {
+        Resolved r = resolve(op, types, dims, !sizes_a.empty() || !sizes_b.empty(), expert);
+        ctx->saved_data["op"] = static_cast<int64_t>(r.op);
+        ctx->saved_data["noop"] = r.noop;
         ctx->saved_data["group"] = group;
         ctx->saved_data["axis"] = axis;
-        ctx->saved_data["src"] = src;
-        ctx->saved_data["src_dim"] = src_dim;
-        ctx->saved_data["dst"] = dst;
-        ctx->saved_data["dst_dim"] = dst_dim;
+        ctx->saved_data["types"] = std::vector<int64_t>{r.src.ltype, r.src.shard_dim, r.dst.ltype,
+                                                        r.dst.shard_dim};
+        ctx->saved_data["dims"] = std::vector<int64_t>{r.a, r.b};
+        ctx->saved_data["sizes_a"] = vec(sizes_a);
+        ctx->saved_data["sizes_b"] = vec(sizes_b);
+        ctx->saved_data["dtypes"] = vec(dtypes);
+        ctx->saved_data["in_dtype"] = static_cast<int64_t>(x.scalar_type());
         at::AutoDispatchBelowADInplaceOrView below;
-        at::Tensor out = call_collective(x, op, group, axis, src, src_dim, dst, dst_dim, expert,
-                                         inplace);
+        at::Tensor out = call_collective(x, op, group, axis, types, dims, sizes_a, sizes_b, dtypes,
+                                         expert, inplace);
         if (inplace)
             ctx->mark_dirty({x});
         return out;
     }
 
     static tensor_list backward(AutogradContext *ctx, tensor_list grads) {
-        int64_t op = ctx->saved_data["op"].toInt();
-        cspmd_ctype_t s = ctype(ctx->saved_data["src"].toInt(), ctx->saved_data["src_dim"].toInt());
-        cspmd_ctype_t d = ctype(ctx->saved_data["dst"].toInt(), ctx->saved_data["dst_dim"].toInt());
+        tensor_list out(11);
+        if (ctx->saved_data["noop"].toBool()) {
+            out[0] = grads[0];
+            return out;
+        }
+        auto op = static_cast<cspmd_coll_t>(ctx->saved_data["op"].toInt());
+        auto t = ctx->saved_data["types"].toIntVector();
+        auto dims = ctx->saved_data["dims"].toIntVector();
+        auto sa = ctx->saved_data["sizes_a"].toIntVector();
+        auto sb = ctx->saved_data["sizes_b"].toIntVector();
+        auto dtypes = ctx->saved_data["dtypes"].toIntVector();
         cspmd_coll_t bop;
         cspmd_ctype_t bs, bd;
-        check(cspmd_coll_backward(static_cast<cspmd_coll_t>(op), s, d, &bop, &bs, &bd));
-        at::Tensor g = grads[0].is_contiguous() ? grads[0] : grads[0].contiguous();
-        at::Tensor gx = call_collective(g, bop, ctx->saved_data["group"].toStringRef(),
-                                        ctx->saved_data["axis"].toInt(), bs.ltype, bs.shard_dim,
-                                        bd.ltype, bd.shard_dim, true, false);
-        tensor_list out(10);
-        out[0] = gx;
+        check(cspmd_coll_backward(op, ctype(t[0], t[1]), ctype(t[2], t[3]), &bop, &bs, &bd));
+        // all_to_all's backward swaps split/concat dims and split sizes.
+        if (op == CSPMD_COLL_ALL_TO_ALL) {
+            std::swap(dims[0], dims[1]);
+            std::swap(sa, sb);
+        }
+        if (bop != CSPMD_COLL_ALL_TO_ALL && (bs.shard_dim >= 0 || bd.shard_dim >= 0))
+            dims = {-1, -1};  // the shard dims decide
+        // backward_options: the next level of (op_dtype, out_dtype); a
+        // missing out_dtype brings gradients back in the input's dtype.
+        std::vector<int64_t> bdt(dtypes.begin() + 2, dtypes.end());
+        if (bdt.size() < 2)
+            bdt = {-1, -1};
+        if (bdt[1] < 0)
+            bdt[1] = ctx->saved_data["in_dtype"].toInt();
+        std::vector<int64_t> btypes{bs.ltype, bs.shard_dim, bd.ltype, bd.shard_dim};
+        out[0] = call_collective(grads[0], bop, ctx->saved_data["group"].toStringRef(),
+                                 ctx->saved_data["axis"].toInt(), btypes, dims, sa, sb, bdt, true,
+                                 false);
         return out;
     }
 };
 
 at::Tensor collective_autograd(const at::Tensor &x, int64_t op, std::string group, int64_t axis,
-                               int64_t src, int64_t src_dim, int64_t dst, int64_t dst_dim,
-                               bool expert, bool inplace) {
-    return CollectiveFn::apply(x, op, std::move(group), axis, src, src_dim, dst, dst_dim, expert,
-                               inplace);
+                               IntList types, IntList dims, IntList sizes_a, IntList sizes_b,
+                               IntList dtypes, bool expert, bool inplace) {
+    return CollectiveFn::apply(x, op, std::move(group), axis, types, dims, sizes_a, sizes_b,
+                               dtypes, expert, inplace);
 }
 
 } // namespace
 } // namespace cspmd
 
 TORCH_LIBRARY_FRAGMENT(cspmd, m) {
-    m.def("collective(Tensor x, int op, str group, int axis, int src, int src_dim, int dst, "
-          "int dst_dim, bool expert, bool inplace) -> Tensor");
+    m.def("collective(Tensor x, int op, str group, int axis, int[] types, int[] dims, "
+          "int[] sizes_a, int[] sizes_b, int[] dtypes, bool expert, bool inplace) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(cspmd, CompositeExplicitAutograd, m) {

@@ -98,6 +98,52 @@ const char *cspmd_tensor_dtype_abbrev(const cspmd_tensor_t *t);
  * "" when Python is not running this thread.  Error path only. */
 size_t cspmd_python_user_frame(char *buf, size_t len);
 
+
+/* ---- tensor ops for the collectives --------------------------------- */
+/* Results are owned references: release each with cspmd_tensor_release.
+ * The caller runs them with cspmd's key off.  dtype codes are torch's
+ * ScalarType values; -1 means "unchanged". */
+
+void cspmd_tensor_release(cspmd_tensor_t *t);
+cspmd_tensor_t *cspmd_tensor_retain(cspmd_tensor_t *t);
+int cspmd_tensor_dtype(const cspmd_tensor_t *t);
+/* Floating-point bits of a dtype (64, 32, 16; 0 for non-float). */
+int cspmd_dtype_float_bits(int dtype);
+
+cspmd_status_t cspmd_op_alias(cspmd_tensor_t *x, cspmd_tensor_t **out);
+cspmd_status_t cspmd_op_clone(cspmd_tensor_t *x, cspmd_tensor_t **out);
+cspmd_status_t cspmd_op_contiguous(cspmd_tensor_t *x, cspmd_tensor_t **out);
+cspmd_status_t cspmd_op_to_dtype(cspmd_tensor_t *x, int dtype, cspmd_tensor_t **out);
+/* Contiguous copies of a slice. */
+cspmd_status_t cspmd_op_select(cspmd_tensor_t *x, int64_t dim, int64_t index, cspmd_tensor_t **out);
+cspmd_status_t cspmd_op_narrow(cspmd_tensor_t *x, int64_t dim, int64_t start, int64_t length,
+                               cspmd_tensor_t **out);
+/* Views. */
+cspmd_status_t cspmd_op_movedim(cspmd_tensor_t *x, int64_t from, int64_t to, cspmd_tensor_t **out);
+cspmd_status_t cspmd_op_unsqueeze(cspmd_tensor_t *x, int64_t dim, cspmd_tensor_t **out);
+cspmd_status_t cspmd_op_cat(cspmd_tensor_t *const *xs, int n, int64_t dim, cspmd_tensor_t **out);
+/* Zeros like x, with `extent` on dim (extent < 0: x's shape); with
+ * new_dim != 0 a new dim of size `extent` is inserted at dim instead. */
+cspmd_status_t cspmd_op_zeros(cspmd_tensor_t *x, int64_t dim, int64_t extent, int new_dim,
+                              cspmd_tensor_t **out);
+/* dst.narrow(dim, start, src.size(dim)).copy_(src) (dst written in place). */
+cspmd_status_t cspmd_op_copy_into(cspmd_tensor_t *dst, int64_t dim, int64_t start,
+                                  cspmd_tensor_t *src);
+
+/* ---- c10d functional collectives (by group name), waited on ----------- */
+
+cspmd_status_t cspmd_group_info(const char *group, int64_t *rank, int64_t *size);
+cspmd_status_t cspmd_c10d_all_reduce(cspmd_tensor_t *x, const char *group, int inplace,
+                                     cspmd_tensor_t **out);
+/* Gathered / scattered along dim 0 (x contiguous). */
+cspmd_status_t cspmd_c10d_all_gather(cspmd_tensor_t *x, const char *group, int64_t size,
+                                     cspmd_tensor_t **out);
+cspmd_status_t cspmd_c10d_reduce_scatter(cspmd_tensor_t *x, const char *group, int64_t size,
+                                         cspmd_tensor_t **out);
+cspmd_status_t cspmd_c10d_all_to_all(cspmd_tensor_t *x, const int64_t *out_sizes,
+                                     const int64_t *in_sizes, int n, const char *group,
+                                     cspmd_tensor_t **out);
+
 #ifdef __cplusplus
 }
 #endif

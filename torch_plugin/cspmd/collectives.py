@@ -1,44 +1,256 @@
-"""Differentiable collectives.  Each call is one ``cspmd::collective`` op: the
-C core validates (src, dst), checks and infers the type, and names the
-backward collective, which is type-checked in its turn."""
+"""Differentiable collectives and conversions (SPEC 3).
+
+Each call is one ``cspmd::collective`` op: the C core validates (src, dst)
+and the expert gate, resolves dims and dtypes, checks and infers the type,
+and names the backward collective -- which is an op of its own, type-checked
+in its turn.  Python only turns arguments into the core's codes.
+"""
 
 import torch
 
 from ._lib import ops
 from .mesh import MeshAxis, process_group_for
-from .types import P, PerMeshAxisLocalSpmdType, Shard, ltype_code
+from .types import I, P, PerMeshAxisLocalSpmdType, R, Shard, V
 
-__all__ = ["all_reduce"]
+__all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "reinterpret", "convert",
+           "redistribute", "shard", "unshard", "invariant_to_replicate"]
 
 # The core's cspmd_coll_t codes.
-_ALL_REDUCE = 0
+_ALL_REDUCE, _ALL_GATHER, _REDUCE_SCATTER, _ALL_TO_ALL = 0, 1, 2, 3
+_REINTERPRET, _CONVERT, _REDISTRIBUTE, _INVARIANT_TO_REPLICATE = 4, 5, 6, 7
+
+# torch ScalarType codes of the dtypes the options accept.
+_DTYPE_CODES = {
+    torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4,
+    torch.float16: 5, torch.float32: 6, torch.float64: 7, torch.complex64: 9,
+    torch.complex128: 10, torch.bool: 11, torch.bfloat16: 15,
+}
+_BACKWARD_KEYS = ("op_dtype", "out_dtype", "backward_options")
 
 
-def _ctype(t, what):
-    if t is None:
-        return 0, -1
+def _check_tensor(x, fn):
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{fn}: expected a torch.Tensor, got {type(x).__name__}")
+
+
+def _ctype(t, x, fn, what):
+    """[ltype, shard_dim] for the core; S(d) canonicalized against x.ndim."""
     if isinstance(t, Shard):
-        return ltype_code(t), t.dim
+        d = t.dim + x.dim() if t.dim < 0 else t.dim
+        if not 0 <= d < max(x.dim(), 0) or x.dim() == 0:
+            from ._errors import SpmdTypeError
+            raise SpmdTypeError(f"{fn}: {what}=S({t.dim}) is out of range for a tensor with "
+                                f"{x.dim()} dims")
+        return [V.value, d]
     if isinstance(t, PerMeshAxisLocalSpmdType):
-        return t.value, -1
-    raise ValueError(f"{what} must be one of R, I, V, P or S(i), got {t!r}")
+        return [t.value, -1]
+    raise ValueError(f"{fn} {what} must be one of R, I, V, P or S(i), got {t!r}")
 
 
-def _group_and_axis(axis):
+def _dtype_code(dt, what):
+    if dt is None:
+        return -1
+    code = _DTYPE_CODES.get(dt)
+    if code is None:
+        raise ValueError(f"{what} must be a torch dtype, got {dt!r}")
+    return code
+
+
+def _dtypes(op_dtype, out_dtype, backward_options):
+    """[op, out, bw_op, bw_out, ...]: one pair per level of backward_options."""
+    out = [_dtype_code(op_dtype, "op_dtype"), _dtype_code(out_dtype, "out_dtype")]
+    level = backward_options
+    while level is not None:
+        if not isinstance(level, dict):
+            raise ValueError(f"backward_options must be a dict, got {type(level).__name__}")
+        unknown = set(level) - set(_BACKWARD_KEYS)
+        if unknown:
+            raise ValueError(f"Unknown keys in backward_options: {unknown}. Valid keys are: "
+                             f"{list(_BACKWARD_KEYS)}")
+        out += [_dtype_code(level.get("op_dtype"), "backward_options op_dtype"),
+                _dtype_code(level.get("out_dtype"), "backward_options out_dtype")]
+        level = level.get("backward_options")
+    return out
+
+
+def _dim(d, ndim, what):
+    if d is None:
+        return -1
+    if not isinstance(d, int) or isinstance(d, bool):
+        raise ValueError(f"{what} must be an int, got {d!r}")
+    return d + ndim if d < 0 else d
+
+
+def _sizes(s, what):
+    if s is None:
+        return []
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in s):
+        raise ValueError(f"{what} must be a list of ints, got {s!r}")
+    return list(s)
+
+
+def _run(fn, op, x, axis, src, dst, *, dims=(None, None), ndim_extra=0, sizes_a=None,
+         sizes_b=None, op_dtype=None, out_dtype=None, backward_options=None, expert=False,
+         inplace=False):
+    _check_tensor(x, fn)
     pg = process_group_for(axis)
-    return pg, MeshAxis.of(pg)
+    ax = MeshAxis.of(pg)
+    types = _ctype(src, x, fn, "src") + _ctype(dst, x, fn, "dst")
+    nd = x.dim() + ndim_extra
+    return ops.collective(x, op, pg.group_name, ax.id, types,
+                          [_dim(dims[0], nd, "dim"), _dim(dims[1], nd, "dim")],
+                          _sizes(sizes_a, "split sizes"), _sizes(sizes_b, "split sizes"),
+                          _dtypes(op_dtype, out_dtype, backward_options), bool(expert),
+                          bool(inplace))
 
 
-def all_reduce(x, axis, *, src=P, dst, inplace=False):
-    """Sum ``x`` over the ranks of ``axis``: P -> R (backward: all_reduce) or
-    P -> I (backward: no-op).  ``src=V`` is accepted (read as P).
+def _base(t):
+    return V if isinstance(t, Shard) else t
+
+
+def all_reduce(x, axis, *, src=P, dst, inplace=False, op_dtype=None, out_dtype=None,
+               backward_options=None):
+    """Sum over the ranks of ``axis``: P -> R (backward: all_reduce) or P -> I
+    (backward: no-op).  ``src=V`` first reinterprets V as P.
 
     >>> y = all_reduce(x, tp, src=P, dst=R)  # doctest: +SKIP
     """
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"all_reduce: expected a torch.Tensor, got {type(x).__name__}")
-    pg, ax = _group_and_axis(axis)
-    s, sd = _ctype(src, "all_reduce src")
-    d, dd = _ctype(dst, "all_reduce dst")
-    return ops.collective(x, _ALL_REDUCE, pg.group_name, ax.id, s, sd, d, dd, False,
-                          bool(inplace))
+    if inplace and (op_dtype is not None or out_dtype is not None):
+        raise ValueError("inplace=True does not support op_dtype or out_dtype: the result is "
+                         "written into the input's storage")
+    if src is V:
+        x = reinterpret(x, axis, src=V, dst=P)
+        src = P
+    return _run("all_reduce", _ALL_REDUCE, x, axis, src, dst, op_dtype=op_dtype,
+                out_dtype=out_dtype, backward_options=backward_options, inplace=inplace)
+
+
+def all_gather(x, axis, *, src=V, dst, gather_dim=None, split_sizes=None, op_dtype=None,
+               out_dtype=None, backward_options=None):
+    """Gather V -> R|I: stack along ``gather_dim`` (src=V, default 0) or
+    concatenate along i (src=S(i), optionally uneven ``split_sizes``).
+
+    >>> y = all_gather(x, tp, src=S(0), dst=R)  # doctest: +SKIP
+    """
+    extra = 1 if not isinstance(src, Shard) else 0  # stack adds a dim
+    return _run("all_gather", _ALL_GATHER, x, axis, src, dst, dims=(gather_dim, None),
+                ndim_extra=extra, sizes_a=split_sizes, op_dtype=op_dtype, out_dtype=out_dtype,
+                backward_options=backward_options)
+
+
+def reduce_scatter(x, axis, *, src=P, dst=V, scatter_dim=None, split_sizes=None, op_dtype=None,
+                   out_dtype=None, backward_options=None):
+    """Sum and scatter P -> V (unbind along ``scatter_dim``) or P -> S(i)
+    (chunk along i, optionally uneven ``split_sizes``).
+
+    >>> y = reduce_scatter(x, tp, src=P, dst=S(0))  # doctest: +SKIP
+    """
+    if src is V:
+        x = reinterpret(x, axis, src=V, dst=P)
+        src = P
+    return _run("reduce_scatter", _REDUCE_SCATTER, x, axis, src, dst, dims=(scatter_dim, None),
+                sizes_a=split_sizes, op_dtype=op_dtype, out_dtype=out_dtype,
+                backward_options=backward_options)
+
+
+def all_to_all(x, axis, *, src=V, dst=V, split_dim=None, concat_dim=None,
+               output_split_sizes=None, input_split_sizes=None, op_dtype=None, out_dtype=None,
+               backward_options=None):
+    """Exchange V|S(i) -> V|S(j): split along ``split_dim``, send piece s to
+    rank s, concatenate (or stack, for V->V) along ``concat_dim``.
+
+    >>> y = all_to_all(x, tp, src=S(0), dst=S(1))  # doctest: +SKIP
+    """
+    return _run("all_to_all", _ALL_TO_ALL, x, axis, src, dst, dims=(split_dim, concat_dim),
+                sizes_a=output_split_sizes, sizes_b=input_split_sizes, op_dtype=op_dtype,
+                out_dtype=out_dtype, backward_options=backward_options)
+
+
+def reinterpret(x, axis, *, src, dst, expert_mode=False, op_dtype=None, out_dtype=None,
+                backward_options=None):
+    """Change the type, never the local data (SPEC 3.6).  I -> V and I -> P
+    run as two nodes (I -> R, then R -> V|P).
+
+    >>> y = reinterpret(x, tp, src=V, dst=P)  # doctest: +SKIP
+    """
+    _check_tensor(x, "reinterpret")
+    for t in (src, dst):
+        if isinstance(t, Shard):
+            raise ValueError("reinterpret does not support S(i). Use convert() to change how "
+                             "a tensor is sharded.")
+    if src is dst:
+        return x
+    if src is I and dst in (V, P):
+        bw = backward_options or {}
+        bw_op, bw_out = bw.get("op_dtype"), bw.get("out_dtype")
+        mid = _run("reinterpret", _REINTERPRET, x, axis, I, R, op_dtype=op_dtype,
+                   out_dtype=op_dtype, backward_options={"op_dtype": bw_op, "out_dtype": bw_out}
+                   if backward_options else None, expert=True)
+        return _run("reinterpret", _REINTERPRET, mid, axis, R, dst, op_dtype=op_dtype,
+                    out_dtype=out_dtype, backward_options={"op_dtype": bw_op, "out_dtype": bw_op}
+                    if backward_options else None, expert=True)
+    return _run("reinterpret", _REINTERPRET, x, axis, src, dst, op_dtype=op_dtype,
+                out_dtype=out_dtype, backward_options=backward_options, expert=expert_mode)
+
+
+def _same_base_noop(src, dst):
+    return _base(src) is _base(dst) and not (
+        isinstance(src, Shard) and isinstance(dst, Shard) and src.dim != dst.dim)
+
+
+def convert(x, axis, *, src, dst, expert_mode=False, op_dtype=None, out_dtype=None,
+            backward_options=None):
+    """Change the type, keep the meaning, no communication (SPEC 3.7): e.g.
+    R -> S(d) keeps this rank's chunk, R -> P zeroes every rank but 0.
+
+    >>> y = convert(x, tp, src=R, dst=S(0))  # doctest: +SKIP
+    """
+    _check_tensor(x, "convert")
+    if _same_base_noop(src, dst):
+        return x
+    return _run("convert", _CONVERT, x, axis, src, dst, op_dtype=op_dtype, out_dtype=out_dtype,
+                backward_options=backward_options, expert=expert_mode)
+
+
+def redistribute(x, axis, *, src, dst, op_dtype=None, out_dtype=None, backward_options=None):
+    """Change the type, keep the meaning, communicating if needed (SPEC 3.8).
+
+    >>> y = redistribute(x, tp, src=S(0), dst=R)  # doctest: +SKIP
+    """
+    _check_tensor(x, "redistribute")
+    if _same_base_noop(src, dst):
+        return x
+    return _run("redistribute", _REDISTRIBUTE, x, axis, src, dst, op_dtype=op_dtype,
+                out_dtype=out_dtype, backward_options=backward_options)
+
+
+def shard(x, axis, *, src, dst, op_dtype=None, out_dtype=None, backward_options=None):
+    """``convert`` to ``dst=S(i)`` (no expert mode).
+
+    >>> y = shard(x, tp, src=R, dst=S(0))  # doctest: +SKIP
+    """
+    if not isinstance(dst, Shard):
+        raise ValueError(f"shard dst must be S(i), got {dst!r}")
+    return convert(x, axis, src=src, dst=dst, op_dtype=op_dtype, out_dtype=out_dtype,
+                   backward_options=backward_options)
+
+
+def unshard(x, axis, *, src, dst, op_dtype=None, out_dtype=None, backward_options=None):
+    """``all_gather`` from ``src=S(i)``.
+
+    >>> y = unshard(x, tp, src=S(0), dst=R)  # doctest: +SKIP
+    """
+    if not isinstance(src, Shard):
+        raise ValueError(f"unshard src must be S(i), got {src!r}")
+    return all_gather(x, axis, src=src, dst=dst, op_dtype=op_dtype, out_dtype=out_dtype,
+                      backward_options=backward_options)
+
+
+def invariant_to_replicate(x, axis, *, op_dtype=None, out_dtype=None, backward_options=None):
+    """I -> R: identity forward, all_reduce in backward.
+
+    >>> y = invariant_to_replicate(x, tp)  # doctest: +SKIP
+    """
+    return _run("invariant_to_replicate", _INVARIANT_TO_REPLICATE, x, axis, I, R,
+                op_dtype=op_dtype, out_dtype=out_dtype, backward_options=backward_options,
+                expert=True)

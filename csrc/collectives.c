@@ -1,0 +1,404 @@
+/*
+ * collectives.c -- what each collective and conversion does to local data.
+ *
+ * `ws` is the group size, `r` this rank's index in the group.  Gathers and
+ * scatters along a dim d move d to the front, run c10d's dim-0 collective,
+ * and move it back.  Uneven splits pad to the largest piece (all_gather) or
+ * reduce in full and keep this rank's piece (reduce_scatter).
+ */
+#include <stdio.h>
+
+#include "collectives.h"
+
+/* Owned temporaries are released on every path: each function keeps them
+ * in a small pool and frees the pool once. */
+#define POOL_MAX 8
+typedef struct pool {
+    cspmd_tensor_t *t[POOL_MAX];
+    int n;
+} pool_t;
+
+static cspmd_tensor_t *keep(pool_t *p, cspmd_tensor_t *t)
+{
+    if (p->n < POOL_MAX)
+        p->t[p->n++] = t;
+    return t;
+}
+
+static void drain(pool_t *p)
+{
+    for (int i = 0; i < p->n; i++)
+        cspmd_tensor_release(p->t[i]);
+    p->n = 0;
+}
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        st = (expr);                                                                               \
+        if (st != CSPMD_OK)                                                                        \
+            goto done;                                                                             \
+    } while (0)
+
+static cspmd_status_t value_error(const char *fmt, long long a, long long b, long long c)
+{
+    return cspmd_error_set(CSPMD_ERR_VALUE, fmt, a, b, c);
+}
+
+static cspmd_status_t check_sizes(const char *fn, const int64_t *sizes, int n, int64_t ws,
+                                  int64_t total)
+{
+    if (n != ws)
+        return cspmd_error_set(CSPMD_ERR_VALUE, "%s: expected %lld split sizes (one per rank), "
+                                                "got %d", fn, (long long)ws, n);
+    int64_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] < 0)
+            return cspmd_error_set(CSPMD_ERR_VALUE, "%s: split sizes must be >= 0, got %lld",
+                                   fn, (long long)sizes[i]);
+        sum += sizes[i];
+    }
+    if (total >= 0 && sum != total)
+        return cspmd_error_set(CSPMD_ERR_VALUE, "%s: split sizes sum to %lld but the tensor's "
+                                                "dim has %lld", fn, (long long)sum,
+                               (long long)total);
+    return CSPMD_OK;
+}
+
+static int64_t offset_of(const int64_t *sizes, int64_t r)
+{
+    int64_t off = 0;
+    for (int64_t i = 0; i < r; i++)
+        off += sizes[i];
+    return off;
+}
+
+/* Gather x along dim d (concat); every rank's piece has x's shape. */
+static cspmd_status_t gather_cat(cspmd_tensor_t *x, int64_t d, const char *group, int64_t ws,
+                                 cspmd_tensor_t **out)
+{
+    pool_t p = {{0}, 0};
+    cspmd_status_t st;
+    cspmd_tensor_t *t, *g;
+    TRY(cspmd_op_movedim(x, d, 0, &t));
+    keep(&p, t);
+    TRY(cspmd_op_contiguous(t, &t));
+    keep(&p, t);
+    TRY(cspmd_c10d_all_gather(t, group, ws, &g));
+    keep(&p, g);
+    TRY(cspmd_op_movedim(g, 0, d, out));
+done:
+    drain(&p);
+    return st;
+}
+
+static cspmd_status_t all_gather(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_t r,
+                                 int64_t ws, cspmd_tensor_t **out)
+{
+    pool_t p = {{0}, 0};
+    cspmd_status_t st = CSPMD_OK;
+    int64_t d = c->dim_a;
+    if (c->src.shard_dim < 0) { /* V: stack along gather_dim */
+        cspmd_tensor_t *u;
+        TRY(cspmd_op_unsqueeze(x, d, &u));
+        keep(&p, u);
+        TRY(gather_cat(u, d, c->group, ws, out));
+    } else if (c->sizes_a == NULL) {
+        TRY(gather_cat(x, d, c->group, ws, out));
+    } else { /* uneven: pad every piece to the largest, gather, cut */
+        TRY(check_sizes("all_gather", c->sizes_a, c->nsizes_a, ws, -1));
+        if (cspmd_tensor_size(x, d) != c->sizes_a[r]) {
+            st = value_error("all_gather: rank %lld has extent %lld on the gather dim but "
+                             "split_sizes says %lld", (long long)r,
+                             (long long)cspmd_tensor_size(x, d), (long long)c->sizes_a[r]);
+            goto done;
+        }
+        int64_t most = 0;
+        for (int i = 0; i < c->nsizes_a; i++)
+            most = c->sizes_a[i] > most ? c->sizes_a[i] : most;
+        cspmd_tensor_t *pad, *g, *pieces[64];
+        if (ws > 64) {
+            st = cspmd_error_set(CSPMD_ERR_VALUE, "all_gather: uneven split sizes support at "
+                                                  "most 64 ranks");
+            goto done;
+        }
+        TRY(cspmd_op_zeros(x, d, most, 0, &pad));
+        keep(&p, pad);
+        TRY(cspmd_op_copy_into(pad, d, 0, x));
+        TRY(gather_cat(pad, d, c->group, ws, &g));
+        keep(&p, g);
+        int n = 0;
+        for (int64_t s = 0; s < ws; s++) {
+            st = cspmd_op_narrow(g, d, s * most, c->sizes_a[s], &pieces[n]);
+            if (st != CSPMD_OK)
+                break;
+            n++;
+        }
+        if (st == CSPMD_OK)
+            st = cspmd_op_cat(pieces, n, d, out);
+        for (int i = 0; i < n; i++)
+            cspmd_tensor_release(pieces[i]);
+    }
+done:
+    drain(&p);
+    return st;
+}
+
+static cspmd_status_t reduce_scatter(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_t r,
+                                     int64_t ws, cspmd_tensor_t **out)
+{
+    pool_t p = {{0}, 0};
+    cspmd_status_t st = CSPMD_OK;
+    int64_t d = c->dim_a, n = cspmd_tensor_size(x, d);
+    cspmd_tensor_t *t, *s;
+    if (c->sizes_a != NULL) { /* uneven: reduce all, keep this rank's piece */
+        TRY(check_sizes("reduce_scatter", c->sizes_a, c->nsizes_a, ws, n));
+        TRY(cspmd_op_contiguous(x, &t));
+        keep(&p, t);
+        TRY(cspmd_c10d_all_reduce(t, c->group, 0, &s));
+        keep(&p, s);
+        TRY(cspmd_op_narrow(s, d, offset_of(c->sizes_a, r), c->sizes_a[r], out));
+        goto done;
+    }
+    if (c->dst.shard_dim < 0 && n != ws) {
+        st = value_error("reduce_scatter: dst=V needs extent %lld (the group size) on "
+                         "scatter_dim %lld, got %lld", (long long)ws, (long long)d, (long long)n);
+        goto done;
+    }
+    if (n % ws != 0) {
+        st = value_error("reduce_scatter: input dimension %lld (%lld) must be a multiple of "
+                         "group_size %lld", (long long)d, (long long)n, (long long)ws);
+        goto done;
+    }
+    TRY(cspmd_op_movedim(x, d, 0, &t));
+    keep(&p, t);
+    TRY(cspmd_op_contiguous(t, &t));
+    keep(&p, t);
+    TRY(cspmd_c10d_reduce_scatter(t, c->group, ws, &s));
+    keep(&p, s);
+    if (c->dst.shard_dim < 0)
+        TRY(cspmd_op_select(s, 0, 0, out)); /* V: unbind semantics */
+    else
+        TRY(cspmd_op_movedim(s, 0, d, out));
+done:
+    drain(&p);
+    return st;
+}
+
+static cspmd_status_t all_to_all(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_t ws,
+                                 cspmd_tensor_t **out)
+{
+    pool_t p = {{0}, 0};
+    cspmd_status_t st = CSPMD_OK;
+    int64_t a = c->dim_a, b = c->dim_b, n = cspmd_tensor_size(x, a);
+    int64_t even[64], outs[64], ins[64];
+    cspmd_tensor_t *t, *g, *pieces[64];
+    int npieces = 0;
+    if (ws > 64)
+        return cspmd_error_set(CSPMD_ERR_VALUE, "all_to_all supports at most 64 ranks");
+    if (c->sizes_a != NULL || c->sizes_b != NULL) { /* uneven, along dim 0 */
+        for (int64_t s = 0; s < ws; s++)
+            even[s] = n / ws;
+        const int64_t *in_sizes = c->sizes_b ? c->sizes_b : even;
+        int nin = c->sizes_b ? c->nsizes_b : (int)ws;
+        TRY(check_sizes("all_to_all input_split_sizes", in_sizes, nin, ws, n));
+        const int64_t *out_sizes = c->sizes_a ? c->sizes_a : even;
+        TRY(check_sizes("all_to_all output_split_sizes", out_sizes, c->sizes_a ? c->nsizes_a
+                                                                              : (int)ws,
+                        ws, -1));
+        for (int64_t s = 0; s < ws; s++) {
+            outs[s] = out_sizes[s];
+            ins[s] = in_sizes[s];
+        }
+        TRY(cspmd_op_contiguous(x, &t));
+        keep(&p, t);
+        TRY(cspmd_c10d_all_to_all(t, outs, ins, (int)ws, c->group, out));
+        goto done;
+    }
+    int stack = c->src.shard_dim < 0 && c->dst.shard_dim < 0;
+    if (stack ? n != ws : n % ws != 0) {
+        st = stack ? value_error("all_to_all: V->V needs extent %lld (the group size) on "
+                                 "split_dim %lld, got %lld", (long long)ws, (long long)a,
+                                 (long long)n)
+                   : value_error("all_to_all: tensor dimension %lld (size %lld) is not evenly "
+                                 "divisible by world_size (%lld)", (long long)a, (long long)n,
+                                 (long long)ws);
+        goto done;
+    }
+    for (int64_t s = 0; s < ws; s++)
+        outs[s] = ins[s] = 1;
+    if (stack) { /* out_r = stack_s(xs[s].select(a, r), dim=b) */
+        TRY(cspmd_op_movedim(x, a, 0, &t));
+        keep(&p, t);
+        TRY(cspmd_op_contiguous(t, &t));
+        keep(&p, t);
+        TRY(cspmd_c10d_all_to_all(t, outs, ins, (int)ws, c->group, &g));
+        keep(&p, g);
+        TRY(cspmd_op_movedim(g, 0, b, out));
+        goto done;
+    }
+    /* Shard: chunk along a, send chunk s to rank s, concatenate along b. */
+    int64_t k = n / ws;
+    for (int64_t s = 0; s < ws; s++) {
+        cspmd_tensor_t *piece, *u;
+        st = cspmd_op_narrow(x, a, s * k, k, &piece);
+        if (st != CSPMD_OK)
+            break;
+        st = cspmd_op_unsqueeze(piece, 0, &u);
+        cspmd_tensor_release(piece);
+        if (st != CSPMD_OK)
+            break;
+        pieces[npieces++] = u;
+    }
+    if (st == CSPMD_OK)
+        st = cspmd_op_cat(pieces, npieces, 0, &t);
+    for (int i = 0; i < npieces; i++)
+        cspmd_tensor_release(pieces[i]);
+    npieces = 0;
+    if (st != CSPMD_OK)
+        goto done;
+    keep(&p, t);
+    TRY(cspmd_c10d_all_to_all(t, outs, ins, (int)ws, c->group, &g));
+    keep(&p, g);
+    for (int64_t s = 0; s < ws; s++) {
+        st = cspmd_op_select(g, 0, s, &pieces[npieces]);
+        if (st != CSPMD_OK)
+            break;
+        npieces++;
+    }
+    if (st == CSPMD_OK)
+        st = cspmd_op_cat(pieces, npieces, b, out);
+    for (int i = 0; i < npieces; i++)
+        cspmd_tensor_release(pieces[i]);
+done:
+    drain(&p);
+    return st;
+}
+
+static cspmd_status_t convert(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_t r,
+                              int64_t ws, cspmd_tensor_t **out)
+{
+    pool_t p = {{0}, 0};
+    cspmd_status_t st = CSPMD_OK;
+    cspmd_ltype_t a = c->src.ltype, b = c->dst.ltype;
+    int64_t d = c->dim_a;
+    int from_shard = c->src.shard_dim >= 0, to_shard = c->dst.shard_dim >= 0;
+    cspmd_tensor_t *z;
+    if ((a == CSPMD_LT_I || a == CSPMD_LT_R) && (b == CSPMD_LT_I || b == CSPMD_LT_R))
+        return cspmd_op_alias(x, out);
+    if ((a == CSPMD_LT_I || a == CSPMD_LT_R) && b == CSPMD_LT_V) {
+        int64_t n = cspmd_tensor_size(x, d);
+        if (c->sizes_a != NULL) { /* uneven shard: this rank's piece */
+            TRY(check_sizes("convert", c->sizes_a, c->nsizes_a, ws, n));
+            TRY(cspmd_op_narrow(x, d, offset_of(c->sizes_a, r), c->sizes_a[r], out));
+        } else if (!to_shard) { /* V: select */
+            if (n != ws) {
+                st = value_error("convert(R, V): needs extent %lld (the group size) on dim "
+                                 "%lld, got %lld; use S(i) to split a dim", (long long)ws,
+                                 (long long)d, (long long)n);
+                goto done;
+            }
+            TRY(cspmd_op_select(x, d, r, out));
+        } else { /* S(d): torch.chunk sizing */
+            int64_t k = (n + ws - 1) / ws;
+            if (r * k >= n && !(n == 0)) {
+                st = value_error("convert(R, S(%lld)): extent %lld splits into fewer than %lld "
+                                 "chunks", (long long)d, (long long)n, (long long)ws);
+                goto done;
+            }
+            int64_t len = n - r * k < k ? n - r * k : k;
+            TRY(cspmd_op_narrow(x, d, r * k, len < 0 ? 0 : len, out));
+        }
+        goto done;
+    }
+    if (b == CSPMD_LT_P && (a == CSPMD_LT_R || a == CSPMD_LT_I)) {
+        if (r == 0)
+            TRY(cspmd_op_clone(x, out));
+        else
+            TRY(cspmd_op_zeros(x, 0, -1, 0, out));
+        goto done;
+    }
+    if (b == CSPMD_LT_P && a == CSPMD_LT_V) {
+        if (!from_shard && c->sizes_a == NULL) { /* V: new dim of size ws at d */
+            cspmd_tensor_t *u;
+            TRY(cspmd_op_zeros(x, d, ws, 1, &z));
+            keep(&p, z);
+            TRY(cspmd_op_unsqueeze(x, d, &u));
+            keep(&p, u);
+            TRY(cspmd_op_copy_into(z, d, r, u));
+        } else { /* S(d): x placed at its offset in the full extent */
+            int64_t n = cspmd_tensor_size(x, d), total = n * ws, off = r * n;
+            if (c->sizes_a != NULL) {
+                TRY(check_sizes("convert", c->sizes_a, c->nsizes_a, ws, -1));
+                total = offset_of(c->sizes_a, ws);
+                off = offset_of(c->sizes_a, r);
+            }
+            TRY(cspmd_op_zeros(x, d, total, 0, &z));
+            keep(&p, z);
+            TRY(cspmd_op_copy_into(z, d, off, x));
+        }
+        *out = cspmd_tensor_retain(z);
+        goto done;
+    }
+    st = cspmd_error_set(CSPMD_ERR_VALUE, "convert: unsupported pair %s -> %s",
+                         cspmd_ltype_letter(a), cspmd_ltype_letter(b));
+done:
+    drain(&p);
+    return st;
+}
+
+static cspmd_status_t body(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_t r, int64_t ws,
+                           cspmd_tensor_t **out)
+{
+    switch (c->op) {
+    case CSPMD_COLL_ALL_REDUCE: {
+        if (c->inplace)
+            return cspmd_c10d_all_reduce(x, c->group, 1, out);
+        cspmd_tensor_t *t;
+        cspmd_status_t st = cspmd_op_contiguous(x, &t);
+        if (st != CSPMD_OK)
+            return st;
+        st = cspmd_c10d_all_reduce(t, c->group, 0, out);
+        cspmd_tensor_release(t);
+        return st;
+    }
+    case CSPMD_COLL_ALL_GATHER:
+        return all_gather(c, x, r, ws, out);
+    case CSPMD_COLL_REDUCE_SCATTER:
+        return reduce_scatter(c, x, r, ws, out);
+    case CSPMD_COLL_ALL_TO_ALL:
+        return all_to_all(c, x, ws, out);
+    case CSPMD_COLL_REINTERPRET:
+    case CSPMD_COLL_INVARIANT_TO_REPLICATE:
+        return cspmd_op_alias(x, out); /* the data never changes */
+    case CSPMD_COLL_CONVERT:
+        return convert(c, x, r, ws, out);
+    default:
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_collective_compute: op %d must be "
+                                                 "routed first", (int)c->op);
+    }
+}
+
+cspmd_status_t cspmd_collective_compute(const cspmd_coll_call_t *c, cspmd_tensor_t *x,
+                                        cspmd_tensor_t **out)
+{
+    int64_t r = 0, ws = 1;
+    cspmd_status_t st = cspmd_group_info(c->group, &r, &ws);
+    if (st != CSPMD_OK)
+        return st;
+    /* Both casts happen inside the op, so they share its autograd node. */
+    cspmd_tensor_t *xin = NULL, *y = NULL;
+    st = cspmd_op_to_dtype(x, c->op_dtype == cspmd_tensor_dtype(x) ? -1 : c->op_dtype, &xin);
+    if (st != CSPMD_OK)
+        return st;
+    st = body(c, xin, r, ws, &y);
+    cspmd_tensor_release(xin);
+    if (st != CSPMD_OK)
+        return st;
+    if (c->out_dtype < 0 || c->out_dtype == cspmd_tensor_dtype(y)) {
+        *out = y;
+        return CSPMD_OK;
+    }
+    st = cspmd_op_to_dtype(y, c->out_dtype, out);
+    cspmd_tensor_release(y);
+    return st;
+}
