@@ -355,6 +355,24 @@ CSPMD_API cspmd_status_t cspmd_coll_dtypes(cspmd_coll_t op, cspmd_ctype_t src, c
                                            const cspmd_dtype_info_t *d, int *op_dtype,
                                            int *out_dtype);
 
+
+/* ===================================================================== */
+/* Backward (SPEC 6.2; cspmd's gradient duality)                          */
+/* ===================================================================== */
+
+/* The loss check of backward() without an explicit gradient: every axis
+ * of the loss must be I or P; an untyped loss is an error in strict mode.
+ * SPMD_TYPE with the reference's messages. */
+CSPMD_API cspmd_status_t cspmd_loss_check(cspmd_type_t loss);
+
+/* Gradient duality: grad must carry, on every axis of fwd, the dual of
+ * fwd's type (R->P, I->I, V->V, P->R), except that V is accepted where P is
+ * due (then *out has P there: V -> P is a free reinterpretation).  A grad
+ * lacking an axis is an error in strict mode.  `what` names the tensor in
+ * the message.  *out: grad with those V axes set to P. */
+CSPMD_API cspmd_status_t cspmd_grad_check(cspmd_type_t fwd, cspmd_type_t grad, const char *what,
+                                          cspmd_type_t *out);
+
 #ifdef __cplusplus
 }
 #endif

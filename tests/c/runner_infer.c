@@ -8,6 +8,7 @@ int main(void)
     SRunner *sr = srunner_create(suite_infer());
     srunner_add_suite(sr, suite_rules());
     srunner_add_suite(sr, suite_coll());
+    srunner_add_suite(sr, suite_grad());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -8,4 +8,5 @@ Suite *suite_mesh(void);
 Suite *suite_infer(void);
 Suite *suite_rules(void);
 Suite *suite_coll(void);
+Suite *suite_grad(void);
 #endif

@@ -1,0 +1,109 @@
+/*
+ * grad.c -- the backward pass's type rules: the loss check of backward()
+ * (SPEC 6.2) and gradient duality (a tensor's gradient has the dual of its
+ * type on every axis, with V accepted where P is due).
+ */
+#include <stdio.h>
+
+#include "cspmd.h"
+
+cspmd_status_t cspmd_loss_check(cspmd_type_t loss)
+{
+    int n = cspmd_type_naxes(loss);
+    if (n < 0)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_loss_check: unknown type id %u",
+                               (unsigned)loss);
+    if (loss == CSPMD_TYPE_UNTYPED) {
+        if (!cspmd_checker_strict())
+            return CSPMD_OK;
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "backward() called on a loss tensor with no SPMD type annotation. "
+                               "In strict mode, annotate the loss with assert_type() before "
+                               "calling backward().");
+    }
+    for (int i = 0; i < n; i++) {
+        cspmd_axis_t axis;
+        cspmd_ltype_t lt;
+        cspmd_status_t st = cspmd_type_entry(loss, i, &axis, &lt);
+        if (st != CSPMD_OK)
+            return st;
+        if (lt == CSPMD_LT_I || lt == CSPMD_LT_P)
+            continue;
+        const char *ax = cspmd_axis_display(axis, 0);
+        const char *name = lt == CSPMD_LT_R ? "Replicate" : "Varying";
+        const char *advice =
+            lt == CSPMD_LT_R
+                ? "this usually means an upstream all_reduce reduced to R instead of I. "
+                  "Consider: all_reduce(..., dst=I) for the loss, or call backward() on the "
+                  "local Partial loss before the all_reduce."
+                : "each rank holds a different local loss. Use reinterpret(loss, %s, src=V, "
+                  "dst=P) to declare that the global loss is the sum of the local ones.";
+        char tail[512];
+        snprintf(tail, sizeof tail, advice, ax);
+        return cspmd_error_set(
+            CSPMD_ERR_SPMD_TYPE,
+            "backward() on a %s loss on axis %s would produce incorrect gradients. The implicit "
+            "grad_output is a 1.0 scalar on each rank (Invariant), but only Invariant or Partial "
+            "losses are valid for backward() without an explicit gradient.\n"
+            "The loss is %s on axis %s -- %s",
+            name, ax, name, ax, tail);
+    }
+    return CSPMD_OK;
+}
+
+cspmd_status_t cspmd_grad_check(cspmd_type_t fwd, cspmd_type_t grad, const char *what,
+                                cspmd_type_t *out)
+{
+    int n = cspmd_type_naxes(fwd);
+    if (n < 0 || cspmd_type_naxes(grad) < 0 || out == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_grad_check: bad arguments");
+    if (what == NULL)
+        what = "tensor";
+    cspmd_type_t result = grad;
+    for (int i = 0; i < n; i++) {
+        cspmd_axis_t axis;
+        cspmd_ltype_t t;
+        cspmd_status_t st = cspmd_type_entry(fwd, i, &axis, &t);
+        if (st != CSPMD_OK)
+            return st;
+        cspmd_ltype_t due = cspmd_ltype_dual(t), got = cspmd_type_get(grad, axis);
+        if (got == due)
+            continue;
+        if (got == CSPMD_LT_NONE && !cspmd_checker_strict())
+            continue;
+        if (due == CSPMD_LT_P && got == CSPMD_LT_V) {
+            /* A per-rank contribution to a pending sum: V -> P is free. */
+            st = cspmd_type_with(result, axis, CSPMD_LT_P, &result);
+            if (st != CSPMD_OK)
+                return st;
+            continue;
+        }
+        char fbuf[256], gbuf[256];
+        cspmd_type_format(fwd, fbuf, sizeof fbuf);
+        cspmd_type_format(grad, gbuf, sizeof gbuf);
+        const char *hint;
+        if (got == CSPMD_LT_NONE)
+            hint = "the gradient carries no type on this axis: was it computed outside the "
+                   "checked region, or passed to backward() untyped?";
+        else if (due == CSPMD_LT_P)
+            hint = "the gradient is already reduced (R/I) but the tensor is Replicate, so its "
+                   "gradient is still a pending sum: it would be reduced again (a missing "
+                   "reinterpret/convert, or a collective applied twice in backward)";
+        else if (got == CSPMD_LT_P)
+            hint = "the gradient is still a pending sum (P): is an all_reduce missing in "
+                   "backward (e.g. a custom backward that skips it, or reinterpret used where "
+                   "convert was needed)?";
+        else
+            hint = "the gradient's type does not match the tensor's forward type";
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "Gradient type mismatch for %s on axis %s: the tensor is %s, so "
+                               "its gradient must be %s%s, but the gradient is %s.\n"
+                               "  tensor type:   %s\n  gradient type: %s\nHint: %s",
+                               what, cspmd_axis_display(axis, 0), cspmd_ltype_letter(t),
+                               cspmd_ltype_letter(due), due == CSPMD_LT_P ? " (or V)" : "",
+                               got == CSPMD_LT_NONE ? "untyped" : cspmd_ltype_letter(got), fbuf,
+                               gbuf, hint);
+    }
+    *out = result;
+    return CSPMD_OK;
+}

@@ -1,0 +1,117 @@
+"""Factories, untyped results and *_like ops (SPEC 2.7)."""
+
+import pytest
+import torch
+
+import cspmd as spmd
+from cspmd import I, P, R, V, SpmdTypeError
+from cspmd.checker import typecheck
+from conftest import ltype
+
+
+def both(letter):
+    return {"mesh_dp": letter, "mesh_tp": letter}
+
+
+DETERMINISTIC = {
+    "zeros": lambda: torch.zeros(3),
+    "ones": lambda: torch.ones(2, 3),
+    "full": lambda: torch.full((3,), 2.0),
+    "arange": lambda: torch.arange(5),
+    "arange_float": lambda: torch.arange(0.0, 1.0, 0.25),
+    "tensor_list": lambda: torch.tensor([1.0, 2.0]),
+    "tensor_0d": lambda: torch.tensor(0.5),
+    "linspace": lambda: torch.linspace(0, 1, 5),
+    "eye": lambda: torch.eye(3),
+}
+
+
+@pytest.mark.parametrize("name", list(DETERMINISTIC))
+def test_deterministic_factories_are_replicate(checked, name):
+    out = DETERMINISTIC[name]()
+    assert spmd.has_local_type(out)
+    assert ltype(out) == both("R")
+
+
+def test_deterministic_factory_values(checked):
+    out = torch.arange(4)
+    with spmd.no_typecheck():
+        assert out.tolist() == [0, 1, 2, 3]
+
+
+def test_factory_result_usable_in_strict(checked, typed):
+    out = torch.zeros(4, 4) + typed(V)
+    assert ltype(out) == both("V")
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("randn", lambda: torch.randn(3)),
+    ("rand", lambda: torch.rand(3)),
+    ("randint", lambda: torch.randint(0, 5, (3,))),
+])
+def test_random_factories_are_typed_empty(checked, name, fn):
+    out = fn()
+    assert spmd.has_local_type(out)
+    assert spmd.get_local_type(out) == {}
+
+
+def test_empty_is_typed_empty(checked):
+    # SPEC 2.7: torch.empty (no operands) -> {} (typed but unknown), like randn.
+    out = torch.empty(3)
+    assert spmd.has_local_type(out)
+    assert spmd.get_local_type(out) == {}
+
+
+@pytest.mark.parametrize("t", [R, I, V])
+@pytest.mark.parametrize("fn", [
+    torch.zeros_like, torch.ones_like, torch.empty_like, torch.randn_like,
+    lambda x: torch.full_like(x, 3.0),
+], ids=["zeros_like", "ones_like", "empty_like", "randn_like", "full_like"])
+def test_like_factories_inherit(checked, typed, fn, t):
+    assert ltype(fn(typed(t))) == both(t.name)
+
+
+@pytest.mark.parametrize("fn", [torch.zeros_like, torch.ones_like], ids=["zeros_like", "ones_like"])
+def test_like_of_partial_rejected(checked, typed, fn):
+    with pytest.raises(SpmdTypeError, match="Partial type on axis mesh_dp cannot propagate"):
+        fn(typed(P))
+
+
+@pytest.mark.parametrize("t", [R, I, V, P])
+@pytest.mark.parametrize("fn", [
+    lambda x: x.new_zeros(3), lambda x: x.new_ones(2, 2), lambda x: x.new_full((3,), 1.0),
+], ids=["new_zeros", "new_ones", "new_full"])
+def test_new_factories_ignore_receiver(checked, typed, fn, t):
+    out = fn(typed(t))
+    assert ltype(out) == both("R")
+
+
+def test_like_in_permissive_partial_annotation(mesh, typed, tp_axis):
+    with spmd.set_current_mesh(mesh), typecheck("permissive"):
+        out = torch.zeros_like(typed({tp_axis: V}))
+    assert ltype(out) == {"mesh_tp": "V"}
+
+
+@pytest.mark.parametrize("name", ["zeros", "arange", "tensor_0d"])
+def test_factories_without_mesh_are_empty(name):
+    with typecheck():
+        out = DETERMINISTIC[name]()
+    assert spmd.has_local_type(out)
+    assert spmd.get_local_type(out) == {}
+
+
+def test_randn_without_mesh_is_empty():
+    with typecheck():
+        out = torch.randn(2)
+    assert spmd.has_local_type(out) and spmd.get_local_type(out) == {}
+
+
+def test_factory_under_dict_mesh(tp_axis):
+    with spmd.set_current_mesh({"tp": spmd.MeshAxis.of(4, 1)}), typecheck():
+        out = torch.ones(2)
+    assert spmd.get_local_type(out) == {tp_axis: R}
+
+
+def test_factories_outside_checking_untyped():
+    assert not spmd.has_local_type(torch.zeros(3))
+    assert not spmd.has_local_type(torch.randn(3))
