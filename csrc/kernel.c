@@ -192,8 +192,22 @@ static cspmd_status_t with_context(cspmd_status_t st, const cspmd_call_t *call,
         }
         put(&t, "}");
     }
+    char where[512];
+    int in_backward = cspmd_autograd_node(tmp, sizeof tmp, where, sizeof where);
+    if (in_backward) {
+        put(&t, "\n  during backward, in ");
+        put(&t, tmp);
+        put(&t, " (the gradient of the forward op that created it)");
+        if (where[0]) {
+            put(&t, "\n  forward op at ");
+            put(&t, where);
+        } else {
+            put(&t, "\n  (run under torch.autograd.set_detect_anomaly(True) to see the forward "
+                    "op's source line)");
+        }
+    }
     if (cspmd_python_user_frame(tmp, sizeof tmp) > 0) {
-        put(&t, "\n  at ");
+        put(&t, in_backward ? "\n  backward() called at " : "\n  at ");
         put(&t, tmp);
     }
     return cspmd_error_set(st, "%s", msg);

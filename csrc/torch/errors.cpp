@@ -6,10 +6,15 @@
 #include <Python.h>
 #include <frameobject.h>
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/python_anomaly_mode.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <typeinfo>
 
 #include "shim.h"
 #include "shim_internal.h"
@@ -122,4 +127,56 @@ extern "C" size_t cspmd_python_user_frame(char *buf, size_t len) {
     size_t n = user_frame_locked(buf, len);
     PyGILState_Release(g);
     return n;
+}
+
+// The innermost user frame of an anomaly-mode traceback (a list of
+// traceback.format_stack() strings: '  File "x.py", line 12, in f\n ...').
+static void forward_site(torch::autograd::Node *node, char *where, size_t len) {
+    // libtorch_python does not export PyAnomalyMetadata's typeinfo, so
+    // compare the dynamic type's name instead of dynamic_cast.
+    torch::autograd::AnomalyMetadata *base = node->metadata();
+    if (!base || std::strcmp(typeid(*base).name(), "N5torch8autograd17PyAnomalyMetadataE") != 0)
+        return;
+    auto *meta = static_cast<torch::autograd::PyAnomalyMetadata *>(base);
+    PyObject *tb = PyDict_GetItemString(meta->dict(), "traceback_");  // borrowed
+    if (!tb || !PyList_Check(tb))
+        return;
+    for (Py_ssize_t i = PyList_Size(tb) - 1; i >= 0; i--) {
+        const char *line = PyUnicode_AsUTF8(PyList_GetItem(tb, i));
+        if (!line) {
+            PyErr_Clear();
+            continue;
+        }
+        if (std::strstr(line, "/torch/") || std::strstr(line, "/cspmd/"))
+            continue;
+        const char *file = std::strstr(line, "File \"");
+        const char *ln = std::strstr(line, "\", line ");
+        if (!file || !ln)
+            continue;
+        file += 6;
+        std::snprintf(where, len, "%.*s:%d", static_cast<int>(ln - file), file,
+                      std::atoi(ln + 7));
+        return;
+    }
+}
+
+extern "C" int cspmd_autograd_node(char *name, size_t name_len, char *where, size_t where_len) {
+    if (name_len)
+        name[0] = '\0';
+    if (where_len)
+        where[0] = '\0';
+    try {
+        std::shared_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
+        if (!node)
+            return 0;
+        std::snprintf(name, name_len, "%s", node->name().c_str());
+        if (torch::autograd::AnomalyMode::is_enabled() && Py_IsInitialized()) {
+            PyGILState_STATE g = PyGILState_Ensure();
+            forward_site(node.get(), where, where_len);
+            PyGILState_Release(g);
+        }
+        return 1;
+    } catch (...) {
+        return 0;
+    }
 }

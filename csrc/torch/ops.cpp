@@ -184,6 +184,14 @@ int64_t type_refine(int64_t existing, int64_t next) {
 int64_t type_dual(int64_t type) { return cspmd_type_dual(to_type(type)); }
 int64_t type_local(int64_t type) { return cspmd_type_local(to_type(type)); }
 
+void loss_check(int64_t type) { check(cspmd_loss_check(to_type(type))); }
+
+int64_t grad_check(int64_t fwd, int64_t grad, std::string what) {
+    cspmd_type_t out;
+    check(cspmd_grad_check(to_type(fwd), to_type(grad), what.c_str(), &out));
+    return out;
+}
+
 int64_t get_type(const at::Tensor &t) { return impl_get_type(t.unsafeGetTensorImpl()); }
 
 void set_type(const at::Tensor &t, int64_t type) {
@@ -244,6 +252,8 @@ TORCH_LIBRARY(cspmd, m) {
     m.def("type_refine(int existing, int next) -> int", &type_refine);
     m.def("type_dual(int type) -> int", &type_dual);
     m.def("type_local(int type) -> int", &type_local);
+    m.def("loss_check(int type) -> ()", &loss_check);
+    m.def("grad_check(int fwd, int grad, str what) -> int", &grad_check);
     m.def("get_type(Tensor t) -> int", &get_type);
     m.def("set_type(Tensor t, int type) -> ()", &set_type);
     m.def("mesh_push(int[] axes) -> ()", &mesh_push);

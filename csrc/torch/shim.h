@@ -99,6 +99,14 @@ const char *cspmd_tensor_dtype_abbrev(const cspmd_tensor_t *t);
 size_t cspmd_python_user_frame(char *buf, size_t len);
 
 
+/* ---- the autograd node being run (error path only) ------------------ */
+
+/* If the autograd engine is running a node on this thread: its name
+ * ("MmBackward0") in name, and -- when anomaly mode recorded it -- the
+ * forward op's user source line ("file.py:12") in where; returns 1.
+ * Returns 0 outside backward. */
+int cspmd_autograd_node(char *name, size_t name_len, char *where, size_t where_len);
+
 /* ---- tensor ops for the collectives --------------------------------- */
 /* Results are owned references: release each with cspmd_tensor_release.
  * The caller runs them with cspmd's key off.  dtype codes are torch's

@@ -16,9 +16,13 @@ def both(letter):
 def test_weight_grad_is_typed(checked, typed):
     W = typed(R, requires_grad=True)
     x = typed(V)
-    (x @ W).sum().backward()
+    loss = (x @ W).sum()
+    assert ltype(loss) == both("V")
+    # a per-rank (V) loss is made a partial sum before backward() (SPEC 6.2)
+    spmd.mutate_type(loss, src=V, dst=P)
+    loss.backward()
     assert W.grad is not None
-    assert spmd.has_local_type(W.grad)
+    assert spmd.has_local_type(W.grad)   # typed by the kernel, not by Python
     assert ltype(W.grad) == both("V")
 
 
@@ -33,13 +37,22 @@ def test_grad_of_partial_loss(checked, typed):
 
 
 def test_grad_mixed_axes(checked, typed, dp_axis, tp_axis):
-    W = typed({dp_axis: R, tp_axis: R}, requires_grad=True)
-    x = typed({dp_axis: V, tp_axis: R})
+    W = typed({dp_axis: R, tp_axis: I}, requires_grad=True)
+    x = typed({dp_axis: V, tp_axis: I})
     loss = (x @ W).sum()
-    assert ltype(loss) == {"mesh_dp": "V", "mesh_tp": "R"}
+    assert ltype(loss) == {"mesh_dp": "V", "mesh_tp": "I"}
+    spmd.mutate_type(loss, dp_axis, src=V, dst=P)
     loss.backward()
-    # seed = dual of the loss type = {dp: V, tp: P}; grad W = x^T @ seed
-    assert ltype(W.grad) == {"mesh_dp": "V", "mesh_tp": "P"}
+    # seed = dual of {dp: P, tp: I} = {dp: R, tp: I}; grad W = x^T @ seed
+    assert ltype(W.grad) == {"mesh_dp": "V", "mesh_tp": "I"}
+
+
+def test_grad_of_replicate_weight_is_partial(checked, typed):
+    W = typed(R, requires_grad=True)
+    x = typed(R)
+    out = x @ W
+    out.backward(typed(P))               # explicit P gradient of an R output
+    assert ltype(W.grad) == both("P")
 
 
 def test_implicit_seed_of_partial_loss_is_replicate(checked, typed):
@@ -127,8 +140,9 @@ def test_backward_of_varying_grad_into_partial_rejected(checked, typed):
 
     a = typed(V, requires_grad=True)
     out = MulPartial.apply(a, typed(P))
+    assert ltype(out) == both("V")
     with pytest.raises(SpmdTypeError, match="Partial type on axis mesh_dp cannot combine with Varying"):
-        out.sum().backward()
+        out.backward(typed(V))
 
 
 def test_autograd_grad_types(checked, typed):

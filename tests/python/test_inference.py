@@ -283,3 +283,47 @@ def test_error_context_without_mesh(typed, tp_axis):
     msg = str(ei.value)
     assert "In aten::add.Tensor(" in msg
     assert "under mesh" not in msg
+
+
+def test_error_context_is_separate_attribute(checked, typed):
+    # SPEC 1.6/2.11: the checker fills SpmdTypeError.context with the operator
+    # description; .msg is the bare message and str() joins them with "\n\n".
+    with pytest.raises(SpmdTypeError) as ei:
+        typed(P) + typed(R)
+    e = ei.value
+    assert e.context is not None
+    assert "In aten::add.Tensor(" in e.context
+    assert "In aten::add.Tensor(" not in e.msg
+    assert e.msg.startswith(MSG_LINEAR)
+    assert str(e) == f"{e.msg}\n\n{e.context}"
+
+
+# ---- aten-level choices documented in csrc/rules.c -------------------------------------
+
+def test_dtype_cast_keeps_partial(checked, typed):
+    out = typed(P).to(torch.float64)
+    assert out.dtype == torch.float64
+    assert ltype(out) == {"mesh_dp": "P", "mesh_tp": "P"}
+
+
+def test_gather_index_is_a_coefficient(checked, typed):
+    idx = spmd.assert_type(torch.zeros(4, 2, dtype=torch.int64), R)
+    out = torch.gather(typed(P), 1, idx)
+    assert ltype(out) == {"mesh_dp": "P", "mesh_tp": "P"}
+    with pytest.raises(SpmdTypeError):
+        torch.gather(typed(R), 1, spmd.assert_type(torch.zeros(4, 2, dtype=torch.int64), P))
+
+
+def test_integer_and_float_operands(checked, typed):
+    n = spmd.assert_type(torch.ones(4, 4, dtype=torch.int64), R)
+    out = n + typed(V)
+    assert out.dtype == torch.float32
+    assert ltype(out) == {"mesh_dp": "V", "mesh_tp": "V"}
+
+
+def test_einsum_bmm_dot(checked, typed):
+    assert ltype(torch.einsum("ij,jk->ik", typed(P), typed(R))) == {"mesh_dp": "P", "mesh_tp": "P"}
+    assert ltype(torch.bmm(typed(R, 2, 3, 4), typed(P, 2, 4, 5))) == \
+        {"mesh_dp": "P", "mesh_tp": "P"}
+    with pytest.raises(SpmdTypeError, match="cannot combine with Varying"):
+        torch.dot(typed(P, 4), typed(V, 4))

@@ -119,3 +119,28 @@ def test_topk_indices_are_typed_like_values(checked, typed, dp_axis, tp_axis):
     assert ltype(vals) == {"mesh_dp": "R", "mesh_tp": "V"}
     assert ltype(idx) == {"mesh_dp": "R", "mesh_tp": "V"}
     assert idx.dtype == torch.int64
+
+
+def test_setitem_leaves_destination_type(checked, typed):
+    x = typed(R)
+    x[0] = typed(V, 4)            # select + copy_ into a fresh view
+    assert ltype(x) == both("R")
+
+
+def test_setitem_into_partial_rejected(checked, typed):
+    x = typed(P)
+    with pytest.raises(SpmdTypeError):
+        x[0] = typed(R, 4)
+
+
+def test_item_of_partial_rejected(checked, typed):
+    with pytest.raises(SpmdTypeError, match="cannot propagate through non-linear ops"):
+        typed(P).sum().item()
+    val = typed(R, 1).item()
+    assert isinstance(val, float)
+
+
+def test_metadata_queries_unchecked(checked, typed):
+    p = typed(P, 2, 3)
+    assert p.shape == (2, 3) and p.numel() == 6 and p.dim() == 2
+    assert p.is_contiguous()

@@ -21,13 +21,14 @@ _tls = threading.local()
 class _State:
     """This thread's checker flags (mirrors the core's, read without a call)."""
 
-    __slots__ = ("active", "enabled", "strict", "local")
+    __slots__ = ("active", "enabled", "strict", "local", "backward")
 
     def __init__(self):
         self.active = False   # a typecheck() region exists on this thread
         self.enabled = False  # ... and is not paused by no_typecheck()
         self.strict = True
         self.local = True
+        self.backward = True  # check the ops backward() runs, and gradients
 
 
 def _state():
@@ -59,43 +60,88 @@ class SpmdTypeMode:
 _patch_lock = threading.Lock()
 _patch_users = [0]
 _original_backward = torch.autograd.backward
+_original_grad = torch.autograd.grad
 
 
-def _typed_seed(t):
-    """The implicit gradient of a loss: ones, typed as the dual of its type."""
-    seed = torch.ones_like(t, memory_format=torch.preserve_format)
-    ops.set_type(seed, ops.type_dual(ops.get_type(t)))
-    return seed
+def _seeds(outputs):
+    """Loss check (SPEC 6.2) and the implicit gradients of ``outputs``: ones,
+    typed as the dual of each output's type (the seed is Invariant data)."""
+    seeds = []
+    with no_typecheck():
+        for t in outputs:
+            ty = ops.get_type(t)
+            ops.loss_check(ty)
+            seed = torch.ones_like(t, memory_format=torch.preserve_format)
+            ops.set_type(seed, ops.type_dual(ty))
+            seeds.append(seed)
+    return tuple(seeds)
+
+
+class _BackwardScope:
+    """Runs the autograd engine with checking on or off, as typecheck(backward=...) says.
+    The engine captures the dispatch key set when backward() starts."""
+
+    def __enter__(self):
+        s = _state()
+        self._saved = s.enabled
+        if s.enabled and not s.backward:
+            s.enabled = False
+            _apply(s)
+
+    def __exit__(self, *exc):
+        s = _state()
+        if s.enabled != self._saved:
+            s.enabled = self._saved
+            _apply(s)
+
+
+def _as_tuple(t):
+    return (t,) if isinstance(t, torch.Tensor) else tuple(t)
 
 
 @functools.wraps(_original_backward)
 def _checked_backward(tensors, grad_tensors=None, *args, **kwargs):
-    # The implicit seed of backward() is Invariant data; typing it as the dual
-    # of the loss type lets backward inference start from the right type.
-    if grad_tensors is None and is_type_checking():
-        single = isinstance(tensors, torch.Tensor)
-        ts = (tensors,) if single else tuple(tensors)
-        if all(t.numel() == 1 for t in ts):
-            with no_typecheck():
-                seeds = tuple(_typed_seed(t) for t in ts)
-            grad_tensors = seeds[0] if single else seeds
-    return _original_backward(tensors, grad_tensors, *args, **kwargs)
+    s = _state()
+    if s.enabled and s.backward and grad_tensors is None:
+        ts = _as_tuple(tensors)
+        if all(t.numel() == 1 for t in ts):  # else torch raises its own error
+            seeds = _seeds(ts)
+            grad_tensors = seeds[0] if isinstance(tensors, torch.Tensor) else seeds
+    with _BackwardScope():
+        return _original_backward(tensors, grad_tensors, *args, **kwargs)
+
+
+@functools.wraps(_original_grad)
+def _checked_grad(outputs, inputs, grad_outputs=None, *args, **kwargs):
+    s = _state()
+    if s.enabled and s.backward and grad_outputs is None:
+        outs = _as_tuple(outputs)
+        if all(t.numel() == 1 for t in outs):
+            seeds = _seeds(outs)
+            grad_outputs = seeds[0] if isinstance(outputs, torch.Tensor) else seeds
+    with _BackwardScope():
+        return _original_grad(outputs, inputs, grad_outputs, *args, **kwargs)
 
 
 def _patch(on):
     with _patch_lock:
         _patch_users[0] += 1 if on else -1
-        torch.autograd.backward = _checked_backward if _patch_users[0] > 0 else _original_backward
+        active = _patch_users[0] > 0
+        torch.autograd.backward = _checked_backward if active else _original_backward
+        torch.autograd.grad = _checked_grad if active else _original_grad
 
 
 @contextlib.contextmanager
-def typecheck(strict_mode=None, local=None):
+def typecheck(strict_mode=None, local=None, backward=None):
     """Check SPMD types of every op run on this thread inside the block.
 
     ``strict_mode``: "strict" (default) requires every operand to carry every
-    axis of the current mesh; "permissive" skips missing axes.  Re-entering
-    inside another ``typecheck()`` or ``no_typecheck()`` re-enables checking
-    and inherits what is not given.
+    axis of the current mesh; "permissive" skips missing axes.
+    ``backward``: True (default) also checks every op that ``backward()`` /
+    ``autograd.grad`` run, the loss, and that each annotated tensor's
+    gradient is the dual of its type; False checks the forward only.
+    Re-entering inside another ``typecheck()`` or ``no_typecheck()``
+    re-enables checking and inherits what is not given.
 
     >>> with typecheck():
     ...     is_type_checking()
@@ -106,7 +152,7 @@ def typecheck(strict_mode=None, local=None):
     if local is False:
         raise NotImplementedError("global SPMD checking (local=False) is not implemented yet")
     s = _state()
-    saved = (s.active, s.enabled, s.strict, s.local)
+    saved = (s.active, s.enabled, s.strict, s.local, s.backward)
     first = not s.active
     if first:
         ops.register_explicit()
@@ -116,11 +162,13 @@ def typecheck(strict_mode=None, local=None):
         s.strict = strict_mode != "permissive"
     if local is not None:
         s.local = local
+    if backward is not None or first:
+        s.backward = backward is not False
     _apply(s)
     try:
         yield SpmdTypeMode(s)
     finally:
-        s.active, s.enabled, s.strict, s.local = saved
+        s.active, s.enabled, s.strict, s.local, s.backward = saved
         _apply(s)
         if first:
             _patch(False)
@@ -158,6 +206,26 @@ class no_typecheck:
 def is_type_checking():
     """True inside ``typecheck()`` on this thread and not paused."""
     return _state().enabled
+
+
+def _grad_hook(ref, what):
+    """A tensor hook checking that the gradient reaching the tensor is the
+    dual of its type (and typing a V contribution to a pending sum as P)."""
+
+    def hook(grad):
+        t = ref()
+        if t is None or not is_type_checking():
+            return None
+        fwd = ops.get_type(t)
+        if fwd == 0:
+            return None
+        g = ops.get_type(grad)
+        new = ops.grad_check(fwd, g, what(t))
+        if new != g:
+            ops.set_type(grad, new)
+        return None
+
+    return hook
 
 
 class _TypeChecking:

@@ -4,6 +4,8 @@ Python converts axes and types to the core's integer codes; the core
 interns, validates and refines them, and the type id lives on the tensor.
 """
 
+import weakref
+
 import torch
 
 from ._errors import SpmdTypeError
@@ -119,7 +121,28 @@ def assert_type(tensor, type, partition_spec=None):  # noqa: A002 (the reference
     new = _type_id(type, tensor.dim(), partition_spec)
     old = ops.get_type(tensor)
     ops.set_type(tensor, ops.type_refine(old, new))
+    if tensor.requires_grad:
+        _watch_gradient(tensor)
     return tensor
+
+
+_watched = weakref.WeakSet()
+
+
+def _describe(t):
+    kind = "parameter" if isinstance(t, torch.nn.Parameter) else "tensor"
+    shape = ", ".join(str(s) for s in t.shape)
+    return f"{kind} {str(t.dtype).replace('torch.', '')}[{shape}]"
+
+
+def _watch_gradient(tensor):
+    """Check, in backward, that the gradient reaching an annotated tensor is
+    the dual of its type (cspmd.checker._grad_hook); installed once."""
+    if tensor in _watched:
+        return
+    from .checker import _grad_hook
+    tensor.register_hook(_grad_hook(weakref.ref(tensor), _describe))
+    _watched.add(tensor)
 
 
 def assert_type_like(tensor, source, overrides=None):
