@@ -213,6 +213,47 @@ static cspmd_status_t with_context(cspmd_status_t st, const cspmd_call_t *call,
     return cspmd_error_set(st, "%s", msg);
 }
 
+/* ---- tracing (only when on) ---------------------------------------------- */
+
+/* "<user file:line>  aten::add.Tensor({tp: R}, {tp: V}) -> {tp: V}" */
+static void trace(const cspmd_call_t *call, const cspmd_operand_t *ops, int n, cspmd_type_t out)
+{
+    char line[2048], tmp[512];
+    text_t t = {line, 0, sizeof line};
+    line[0] = '\0';
+    int any = out > CSPMD_TYPE_EMPTY;
+    for (int i = 0; i < n; i++)
+        any |= ops[i].kind != CSPMD_OPERAND_SCALAR && ops[i].type > CSPMD_TYPE_EMPTY;
+    if (!any) /* lines where every type is {} are left out */
+        return;
+    if (cspmd_python_user_frame(tmp, sizeof tmp) > 0) {
+        put(&t, tmp);
+        put(&t, "  ");
+    }
+    put(&t, cspmd_call_op_name(call));
+    const char *ov = cspmd_call_op_overload(call);
+    if (ov[0]) {
+        put(&t, ".");
+        put(&t, ov);
+    }
+    put(&t, "(");
+    int first = 1;
+    for (int i = 0; i < n; i++) {
+        if (ops[i].kind == CSPMD_OPERAND_SCALAR)
+            continue;
+        if (!first)
+            put(&t, ", ");
+        cspmd_type_format(ops[i].type == CSPMD_TYPE_UNTYPED ? CSPMD_TYPE_EMPTY : ops[i].type, tmp,
+                          sizeof tmp);
+        put(&t, tmp);
+        first = 0;
+    }
+    put(&t, ") -> ");
+    cspmd_type_format(out, tmp, sizeof tmp);
+    put(&t, tmp);
+    cspmd_trace_emit(line);
+}
+
 /* ---- the kernel --------------------------------------------------------- */
 
 cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
@@ -255,6 +296,8 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
         return with_context(st, call, &args);
     }
 
+    if (cspmd_trace_enabled())
+        trace(call, ops, n, out);
     st = cspmd_call_redispatch(call);
     if (st != CSPMD_OK)
         return st;

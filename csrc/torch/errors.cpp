@@ -10,6 +10,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/python_anomaly_mode.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -179,4 +180,25 @@ extern "C" int cspmd_autograd_node(char *name, size_t name_len, char *where, siz
     } catch (...) {
         return 0;
     }
+}
+
+// Tracing ---------------------------------------------------------------
+
+static std::atomic<int> trace_on{0};
+
+extern "C" int cspmd_trace_enabled(void) { return trace_on.load(std::memory_order_relaxed); }
+
+extern "C" void cspmd_trace_set(int on) { trace_on.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+extern "C" void cspmd_trace_emit(const char *line) {
+    if (!Py_IsInitialized())
+        return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *mod = PyImport_ImportModule("cspmd.trace");
+    PyObject *res = mod ? PyObject_CallMethod(mod, "_emit", "s", line) : nullptr;
+    if (!res)
+        PyErr_Clear();  // tracing never breaks the program
+    Py_XDECREF(res);
+    Py_XDECREF(mod);
+    PyGILState_Release(g);
 }

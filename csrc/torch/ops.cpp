@@ -225,6 +225,9 @@ std::vector<int64_t> checker_state() {
     return {cspmd_checker_enabled(), cspmd_checker_strict(), key_enabled() ? 1 : 0};
 }
 
+void trace_set(bool on) { cspmd_trace_set(on ? 1 : 0); }
+bool trace_enabled() { return cspmd_trace_enabled() != 0; }
+
 int64_t register_explicit() {
     static int64_t n = register_explicit_ops();
     return n;
@@ -262,4 +265,6 @@ TORCH_LIBRARY(cspmd, m) {
     m.def("checker_set(bool enabled, bool strict) -> ()", &checker_set);
     m.def("checker_state() -> int[]", &checker_state);
     m.def("register_explicit() -> int", &register_explicit);
+    m.def("trace_set(bool on) -> ()", &trace_set);
+    m.def("trace_enabled() -> bool", &trace_enabled);
 }

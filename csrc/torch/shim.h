@@ -99,6 +99,15 @@ const char *cspmd_tensor_dtype_abbrev(const cspmd_tensor_t *t);
 size_t cspmd_python_user_frame(char *buf, size_t len);
 
 
+/* ---- tracing -------------------------------------------------------- */
+
+/* Whether op tracing is on (process-wide; one relaxed load). */
+int cspmd_trace_enabled(void);
+void cspmd_trace_set(int on);
+/* Emit one trace line to Python's logger "cspmd.runtime.trace" at INFO
+ * (takes the GIL); dropped when Python is not running. */
+void cspmd_trace_emit(const char *line);
+
 /* ---- the autograd node being run (error path only) ------------------ */
 
 /* If the autograd engine is running a node on this thread: its name

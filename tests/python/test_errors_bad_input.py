@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import cspmd as spmd
-from cspmd import I, P, R, V, MeshAxis, SpmdTypeError
+from cspmd import P, R, V, MeshAxis, SpmdTypeError
 from cspmd.checker import no_typecheck, typecheck
 from conftest import ltype
 

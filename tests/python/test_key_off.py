@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import cspmd as spmd
-from cspmd import I, P, R, V, SpmdTypeError
+from cspmd import P, R, V, SpmdTypeError
 from cspmd.checker import no_typecheck, typecheck
 from conftest import key_included, ltype
 

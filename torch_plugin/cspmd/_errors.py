@@ -3,6 +3,9 @@
 __all__ = ["SpmdTypeError", "RedistributeError", "DTensorPropagationError"]
 
 
+_CONTEXT_MARK = "\n\n  In "
+
+
 class SpmdTypeError(RuntimeError):
     """A tensor's SPMD type does not fit the operation.
 
@@ -14,6 +17,11 @@ class SpmdTypeError(RuntimeError):
     """
 
     def __init__(self, msg="", *, context=None):
+        if context is None and isinstance(msg, str):
+            # The C kernel appends its operator context as "\n\n  In op(...)".
+            head, sep, tail = msg.partition(_CONTEXT_MARK)
+            if sep:
+                msg, context = head, sep.lstrip("\n") + tail
         self.msg = msg
         self.context = context
         super().__init__(msg if context is None else f"{msg}\n\n{context}")
