@@ -506,17 +506,23 @@ cspmd_status_t cspmd_coll_dims(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t
         }
         return CSPMD_OK;
     case CSPMD_COLL_ALL_TO_ALL: /* a = split_dim, b = concat_dim */
-        if (is_shard(dst)) {
+        /* S(i)->S(j): split j, concat i.  S(i)->V: split i.  V->S(j):
+         * concat j.  Defaults 0 (SPEC 3.5; asymmetric on purpose, 8.12). */
+        if (is_shard(src) && is_shard(dst)) {
             if (*dim_a >= 0 && *dim_a != dst.shard_dim)
                 return dim_conflict("all_to_all", "split_dim", *dim_a, dst.shard_dim);
+            if (*dim_b >= 0 && *dim_b != src.shard_dim)
+                return dim_conflict("all_to_all", "concat_dim", *dim_b, src.shard_dim);
             *dim_a = dst.shard_dim;
-        }
-        if (is_shard(src)) {
-            int64_t *d = is_shard(dst) ? dim_b : dim_a;
-            if (*d >= 0 && *d != src.shard_dim)
-                return dim_conflict("all_to_all", is_shard(dst) ? "concat_dim" : "split_dim", *d,
-                                    src.shard_dim);
-            *d = src.shard_dim;
+            *dim_b = src.shard_dim;
+        } else if (is_shard(src)) {
+            if (*dim_a >= 0 && *dim_a != src.shard_dim)
+                return dim_conflict("all_to_all", "split_dim", *dim_a, src.shard_dim);
+            *dim_a = src.shard_dim;
+        } else if (is_shard(dst)) {
+            if (*dim_b >= 0 && *dim_b != dst.shard_dim)
+                return dim_conflict("all_to_all", "concat_dim", *dim_b, dst.shard_dim);
+            *dim_b = dst.shard_dim;
         }
         if (*dim_a < 0)
             *dim_a = 0;

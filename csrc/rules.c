@@ -393,9 +393,12 @@ static const cspmdi_rule_t rules[] = {
     NON("aten::_local_scalar_dense", "*"), /* .item(): P.item() rejected */
     NON("aten::empty", "*"),               /* no operands -> {}          */
     NON("aten::empty_strided", "*"),
-    NON("aten::empty_like", "*"),          /* inherits the operand's type */
-    NON("aten::new_empty", "*"),
-    NON("aten::new_empty_strided", "*"),
+    /* Uninitialized buffers take the operand's type, P included: their
+     * contents are only ever overwritten (autograd's clone_obey_contract
+     * does new_empty_strided + copy_ on gradients, which may be P). */
+    LIN("aten::empty_like", "*", 0),
+    LIN("aten::new_empty", "*", 0),
+    LIN("aten::new_empty_strided", "*", 0),
     NON("aten::randn", "*"),
     NON("aten::rand", "*"),
     NON("aten::randint", "*"),

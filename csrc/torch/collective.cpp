@@ -180,13 +180,18 @@ struct CollectiveFn : torch::autograd::Function<CollectiveFn> {
         cspmd_coll_t bop;
         cspmd_ctype_t bs, bd;
         check(cspmd_coll_backward(op, ctype(t[0], t[1]), ctype(t[2], t[3]), &bop, &bs, &bd));
-        // all_to_all's backward swaps split/concat dims and split sizes.
         if (op == CSPMD_COLL_ALL_TO_ALL) {
+            // The reverse exchange: split on the forward's concat dim, concat
+            // on its split dim, sizes swapped.  Shard semantics are kept by
+            // typing it S(fwd split) -> S(fwd concat) (SPEC 3.5).
+            bool stack = t[1] < 0 && t[3] < 0;
+            bs = ctype(CSPMD_LT_V, stack ? -1 : dims[0]);
+            bd = ctype(CSPMD_LT_V, stack ? -1 : dims[1]);
             std::swap(dims[0], dims[1]);
             std::swap(sa, sb);
-        }
-        if (bop != CSPMD_COLL_ALL_TO_ALL && (bs.shard_dim >= 0 || bd.shard_dim >= 0))
+        } else if (bs.shard_dim >= 0 || bd.shard_dim >= 0) {
             dims = {-1, -1};  // the shard dims decide
+        }
         // backward_options: the next level of (op_dtype, out_dtype); a
         // missing out_dtype brings gradients back in the input's dtype.
         std::vector<int64_t> bdt(dtypes.begin() + 2, dtypes.end());

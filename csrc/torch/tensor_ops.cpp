@@ -92,14 +92,18 @@ cspmd_status_t cspmd_op_to_dtype(cspmd_tensor_t *x, int dtype, cspmd_tensor_t **
 
 cspmd_status_t cspmd_op_select(cspmd_tensor_t *x, int64_t dim, int64_t index,
                                cspmd_tensor_t **out) {
-    return guarded([&] { at::Tensor s; *out = give(borrow(x, s).select(dim, index).contiguous()); });
+    // A copy: results of conversions never alias the input's storage.
+    return guarded([&] {
+        at::Tensor s;
+        *out = give(borrow(x, s).select(dim, index).clone(at::MemoryFormat::Contiguous));
+    });
 }
 
 cspmd_status_t cspmd_op_narrow(cspmd_tensor_t *x, int64_t dim, int64_t start, int64_t length,
                                cspmd_tensor_t **out) {
     return guarded([&] {
         at::Tensor s;
-        *out = give(borrow(x, s).narrow(dim, start, length).contiguous());
+        *out = give(borrow(x, s).narrow(dim, start, length).clone(at::MemoryFormat::Contiguous));
     });
 }
 

@@ -139,8 +139,11 @@ START_TEST(test_dims)
     ck_assert_int_eq(b, 0);
     a = b = -1;
     cspmd_coll_dims(CSPMD_COLL_ALL_TO_ALL, C(LV), S(2), 0, &a, &b);
-    ck_assert_int_eq(a, 2);
-    ck_assert_int_eq(b, 0);
+    ck_assert_int_eq(a, 0);
+    ck_assert_int_eq(b, 2);
+    a = 1, b = -1; /* an explicit split_dim conflicting with S(i)->S(j) */
+    ck_assert_int_eq(cspmd_coll_dims(CSPMD_COLL_ALL_TO_ALL, S(0), S(2), 0, &a, &b),
+                     CSPMD_ERR_VALUE);
     a = b = -1;
     ck_assert_int_eq(cspmd_coll_dims(CSPMD_COLL_ALL_TO_ALL, S(1), S(0), 1, &a, &b),
                      CSPMD_ERR_VALUE);

@@ -45,7 +45,7 @@ START_TEST(test_observed_transformer_ops)
     LIN_("aten::embedding", "");
     MUL_("aten::embedding_dense_backward", "");
     NON_("aten::empty", "memory_format");
-    NON_("aten::empty_like", "");
+    LIN_("aten::empty_like", ""); /* uninitialized: takes the operand type */
     LIN_("aten::expand", "");
     expect("aten::full", "", "FACTORY", CSPMD_KIND_FACTORY);
     NON_("aten::gelu", "");
@@ -119,7 +119,8 @@ START_TEST(test_more_ops)
     expect("aten::new_zeros", "", "FACTORY", CSPMD_KIND_FACTORY);
     expect("aten::new_ones", "", "FACTORY", CSPMD_KIND_FACTORY);
     expect("aten::new_full", "", "FACTORY", CSPMD_KIND_FACTORY);
-    NON_("aten::new_empty", "");
+    LIN_("aten::new_empty", "");
+    LIN_("aten::new_empty_strided", "");
     expect("aten::zeros_like", "", "FACTORY", CSPMD_KIND_FACTORY);
     expect("aten::full_like", "", "FACTORY", CSPMD_KIND_FACTORY);
     NON_("aten::randn_like", "");
