@@ -373,6 +373,101 @@ CSPMD_API cspmd_status_t cspmd_loss_check(cspmd_type_t loss);
 CSPMD_API cspmd_status_t cspmd_grad_check(cspmd_type_t fwd, cspmd_type_t grad, const char *what,
                                           cspmd_type_t *out);
 
+/* ===================================================================== */
+/* Cross-mesh reinterpretation (SPEC 4.8)                                 */
+/* ===================================================================== */
+
+/* Reinterpret src onto another presentation of the same ranks (SPEC 4.8
+ * steps 1-4).  Two modes:
+ *   - full:      dst_full is the destination type (its axes and local
+ *                types; any spec on it is ignored); dst_axes must be
+ *                NULL / n == 0;
+ *   - axes only: dst_full == CSPMD_TYPE_UNTYPED and dst_axes[0..n) are the
+ *                destination axes (trivial and repeated axes dropped; they
+ *                must be mutually orthogonal); destination types are
+ *                derived from src.
+ * Shared axes keep their type; the remaining axes are matched group by
+ * group (two-pointer walk, outermost first); src's partition spec is
+ * remapped group by group.  When src has no axis outside the destination
+ * *out == src (also its spec).  Interns the result (may take a lock; no
+ * allocation beyond the intern tables).  Errors: SPMD_TYPE with the
+ * reference's messages (src UNTYPED: "reinterpret_mesh requires a tensor
+ * with an existing local SPMD type."); MISUSE (unknown ids, NULL out, both
+ * modes at once); VALUE (a group that cannot be flattened).  On error *out
+ * is untouched. */
+CSPMD_API cspmd_status_t cspmd_type_reinterpret_mesh(cspmd_type_t src, cspmd_type_t dst_full,
+                                                     const cspmd_axis_t *dst_axes, int n,
+                                                     cspmd_type_t *out);
+
+/* Automatic reinterpretation of operand arg_index onto the calling
+ * thread's current mesh (SPEC 4.8 "automatic use"): the axes-only mode
+ * with the mesh's axes as destination.  *out == t (allocation- and
+ * lock-free) when there is no current mesh, t is UNTYPED / EMPTY, or every
+ * axis of t is a mesh axis.  Errors: SPMD_TYPE "args[i] cannot be
+ * auto-reinterpreted from {..} to the current mesh {..}. <reason>";
+ * MISUSE (unknown id, NULL out).  On error *out == t. */
+CSPMD_API cspmd_status_t cspmd_type_to_mesh(cspmd_type_t t, int arg_index, cspmd_type_t *out);
+
+/* The cross-mesh advice of strict-mode missing-axis errors (SPEC 4.8) for
+ * the distinct axis sets of types[0..n): the advice sentences joined by
+ * " ", or "" when there is none (callers append "\n\nHint: " + text when
+ * non-empty).  Writes at most len bytes, NUL-terminated when len > 0;
+ * returns the length needed (snprintf-style).  Never fails; an error path:
+ * it may allocate and take locks.  Leaves the calling thread's error
+ * message as it found it. */
+CSPMD_API size_t cspmd_cross_mesh_advice(const cspmd_type_t *types, int n, char *buf,
+                                         size_t len);
+
+/* Process-wide axis print option (Python's set_printoptions(debug=...),
+ * MESH_AXIS_DEBUG=1): the error texts of this section show axes with
+ * cspmd_axis_display(axis, cspmd_axis_print_debug()).  Default 0.
+ * Thread-safe (atomic). */
+CSPMD_API void cspmd_axis_print_debug_set(int debug);
+CSPMD_API int cspmd_axis_print_debug(void);
+
+
+/* ===================================================================== */
+/* Raw torch.distributed collectives (SPEC 3.11)                          */
+/* ===================================================================== */
+
+/* Bind a c10d process group name to its mesh axis (done when the Python
+ * front first sees the group).  Rebinding a name replaces it.  Errors:
+ * MISUSE (bad name or axis), NOMEM (1024 groups). */
+CSPMD_API cspmd_status_t cspmd_group_bind(const char *name, cspmd_axis_t axis);
+/* 1 and *axis if the name is bound, else 0. */
+CSPMD_API int cspmd_group_axis(const char *name, cspmd_axis_t *axis);
+
+typedef enum cspmd_raw_effect {
+    CSPMD_RAW_CHECK = 0,     /* check input (and pre-annotated outputs) only */
+    CSPMD_RAW_SET_INPUT,     /* in place: the input's axis becomes dst       */
+    CSPMD_RAW_SET_RESULT,    /* a new result typed input-with-dst            */
+    CSPMD_RAW_PASS,          /* not a data collective (barrier)              */
+    CSPMD_RAW_UNSUPPORTED    /* typing not implemented: an error             */
+} cspmd_raw_effect_t;
+
+/* One raw collective op.  in_arg / out_arg: schema argument of the input
+ * and pre-annotated output tensors (-1 none).  dst == -2: output R or I. */
+typedef struct cspmd_raw_rule {
+    const char *name; /* "c10d::allreduce_"            */
+    const char *fn;   /* "all_reduce", for messages    */
+    int in_arg, out_arg;
+    int src, dst;
+    cspmd_raw_effect_t effect;
+    int out_is_list; /* outputs named "tensor_list[i]" in messages */
+} cspmd_raw_rule_t;
+
+CSPMD_API int cspmd_raw_rule_count(void);
+CSPMD_API const cspmd_raw_rule_t *cspmd_raw_rule(int i);
+/* The rule of an op name ("c10d::allreduce_"), NULL if none. */
+CSPMD_API const cspmd_raw_rule_t *cspmd_raw_rule_find(const char *name);
+/* Check one input tensor's type on the group's axis (strictness from the
+ * thread), and give the type it has afterwards (*out). */
+CSPMD_API cspmd_status_t cspmd_raw_check_input(const cspmd_raw_rule_t *r, cspmd_axis_t axis,
+                                               cspmd_type_t in, cspmd_type_t *out);
+/* Check a pre-annotated output tensor (list_index >= 0 for list outputs). */
+CSPMD_API cspmd_status_t cspmd_raw_check_output(const cspmd_raw_rule_t *r, cspmd_axis_t axis,
+                                                cspmd_type_t out_type, int list_index);
+
 #ifdef __cplusplus
 }
 #endif

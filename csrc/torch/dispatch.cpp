@@ -64,6 +64,42 @@ KeyOff::~KeyOff() {
         key_set_enabled(true);
 }
 
+// The key off around a redispatch from the kernel (the hot path): one read
+// of the thread's key sets, one write each way, and the exact saved state
+// (and tls_added_dense) restored afterwards -- what KeyOff does with three
+// reads and two recomputations.  The key may already be off (a kernel run
+// from a path that did not turn it on), then nothing changes.
+namespace {
+struct RedispatchKeyOff {
+    RedispatchKeyOff();
+    ~RedispatchKeyOff();
+    RedispatchKeyOff(const RedispatchKeyOff &) = delete;
+    RedispatchKeyOff &operator=(const RedispatchKeyOff &) = delete;
+    c10::impl::LocalDispatchKeySet saved;
+    bool saved_added_dense;
+    bool changed;
+};
+} // namespace
+
+RedispatchKeyOff::RedispatchKeyOff()
+    : saved(c10::impl::tls_local_dispatch_key_set()), saved_added_dense(tls_added_dense) {
+    changed = saved.included_.has_backend(kBit);
+    if (!changed)
+        return;
+    auto local = saved;
+    local.included_ = local.included_.remove_backend(kBit);
+    if (tls_added_dense)
+        local.included_ = local.included_.remove(c10::DispatchKey::Dense);
+    tls_added_dense = false;
+    c10::impl::_force_tls_local_dispatch_key_set(local);
+}
+RedispatchKeyOff::~RedispatchKeyOff() {
+    if (!changed)
+        return;
+    c10::impl::_force_tls_local_dispatch_key_set(saved);
+    tls_added_dense = saved_added_dense;
+}
+
 // Errors and pending exceptions --------------------------------------------
 
 static thread_local std::exception_ptr tls_pending;
@@ -234,7 +270,7 @@ cspmd_status_t cspmd_call_args(const cspmd_call_t *call, cspmd_args_t *args) {
 
 cspmd_status_t cspmd_call_redispatch(cspmd_call_t *call) {
     try {
-        cspmd::KeyOff off;
+        cspmd::RedispatchKeyOff off;
         call->op->redispatchBoxed(call->ks.remove_backend(kBit), call->stack);
         return CSPMD_OK;
     } catch (...) {
@@ -287,3 +323,10 @@ size_t cspmd_call_arg_text(const cspmd_call_t *call, int i, char *buf, size_t le
 }
 
 } // extern "C"
+
+// Ops with no autograd kernel of their own (c10d's in-place collectives, for
+// instance) fall through the Autograd layer to cspmd's kernel, as they fall
+// through AutogradCPU to the CPU kernel without cspmd.
+TORCH_LIBRARY_IMPL(_, AutogradPrivateUse3, m) {
+    m.fallback(torch::CppFunction::makeFallthrough());
+}

@@ -184,6 +184,10 @@ int64_t type_refine(int64_t existing, int64_t next) {
 int64_t type_dual(int64_t type) { return cspmd_type_dual(to_type(type)); }
 int64_t type_local(int64_t type) { return cspmd_type_local(to_type(type)); }
 
+void group_bind(std::string name, int64_t axis) {
+    check(cspmd_group_bind(name.c_str(), static_cast<cspmd_axis_t>(axis)));
+}
+
 void loss_check(int64_t type) { check(cspmd_loss_check(to_type(type))); }
 
 int64_t grad_check(int64_t fwd, int64_t grad, std::string what) {
@@ -233,6 +237,37 @@ int64_t register_explicit() {
     return n;
 }
 
+// ---- cross-mesh reinterpretation (SPEC 4.8) ----------------------------------
+
+// dst_full != 0: full destination type; else dst_axes (axes-only mode).
+int64_t type_reinterpret_mesh(int64_t src, int64_t dst_full, IntList dst_axes) {
+    auto a = to_axes(dst_axes);
+    cspmd_type_t out;
+    check(cspmd_type_reinterpret_mesh(to_type(src), to_type(dst_full), a.data(),
+                                      static_cast<int>(a.size()), &out));
+    return out;
+}
+
+int64_t type_to_mesh(int64_t type, int64_t arg_index) {
+    cspmd_type_t out;
+    check(cspmd_type_to_mesh(to_type(type), static_cast<int>(arg_index), &out));
+    return out;
+}
+
+std::string cross_mesh_advice(IntList types) {
+    std::vector<cspmd_type_t> t;
+    for (int64_t x : types)
+        t.push_back(to_type(x));
+    size_t n = cspmd_cross_mesh_advice(t.data(), static_cast<int>(t.size()), nullptr, 0);
+    std::string out(n + 1, '\0');
+    cspmd_cross_mesh_advice(t.data(), static_cast<int>(t.size()), out.data(), out.size());
+    out.resize(n);
+    return out;
+}
+
+void axis_print_debug_set(bool debug) { cspmd_axis_print_debug_set(debug ? 1 : 0); }
+bool axis_print_debug() { return cspmd_axis_print_debug() != 0; }
+
 } // namespace
 } // namespace cspmd
 
@@ -255,6 +290,7 @@ TORCH_LIBRARY(cspmd, m) {
     m.def("type_refine(int existing, int next) -> int", &type_refine);
     m.def("type_dual(int type) -> int", &type_dual);
     m.def("type_local(int type) -> int", &type_local);
+    m.def("group_bind(str name, int axis) -> ()", &group_bind);
     m.def("loss_check(int type) -> ()", &loss_check);
     m.def("grad_check(int fwd, int grad, str what) -> int", &grad_check);
     m.def("get_type(Tensor t) -> int", &get_type);
@@ -267,4 +303,10 @@ TORCH_LIBRARY(cspmd, m) {
     m.def("register_explicit() -> int", &register_explicit);
     m.def("trace_set(bool on) -> ()", &trace_set);
     m.def("trace_enabled() -> bool", &trace_enabled);
+    m.def("type_reinterpret_mesh(int src, int dst_full, int[] dst_axes) -> int",
+          &type_reinterpret_mesh);
+    m.def("type_to_mesh(int type, int arg_index) -> int", &type_to_mesh);
+    m.def("cross_mesh_advice(int[] types) -> str", &cross_mesh_advice);
+    m.def("axis_print_debug_set(bool debug) -> ()", &axis_print_debug_set);
+    m.def("axis_print_debug() -> bool", &axis_print_debug);
 }

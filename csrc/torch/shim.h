@@ -74,6 +74,10 @@ cspmd_status_t cspmd_call_redispatch(cspmd_call_t *call);
 /* After redispatch: the tensors among the results, in result order. */
 cspmd_status_t cspmd_call_results(const cspmd_call_t *call, cspmd_args_t *results);
 
+/* The c10d group of the call (a `group_name` string or a ProcessGroup
+ * argument) into buf; returns 1, or 0 if the op names no group. */
+int cspmd_call_group_name(const cspmd_call_t *call, char *buf, size_t len);
+
 /* Schema argument name (for error context); "" if out of range. */
 const char *cspmd_call_arg_name(const cspmd_call_t *call, int i);
 /* Render argument i as text for error context ("f32[8, 16]" for a tensor

@@ -157,12 +157,23 @@ cspmd_status_t cspmd_group_info(const char *group, int64_t *rank, int64_t *size)
     });
 }
 
+// Meta tensors carry no data: c10d has no Meta kernels for every collective,
+// so the result's shape is made here (dim 0 scaled as the collective would).
+at::Tensor meta_result(const at::Tensor &t, int64_t dim0) {
+    std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+    if (!shape.empty())
+        shape[0] = dim0;
+    return at::empty(shape, t.options());
+}
+
 cspmd_status_t cspmd_c10d_all_reduce(cspmd_tensor_t *x, const char *group, int inplace,
                                      cspmd_tensor_t **out) {
     return guarded([&] {
         at::Tensor s;
         const at::Tensor &t = borrow(x, s);
-        if (inplace) {
+        if (t.is_meta()) {
+            *out = give(inplace ? t : at::empty_like(t));
+        } else if (inplace) {
             functional("_c10d_functional::all_reduce_", {t, std::string("sum"), std::string(group)});
             *out = give(t);
         } else {
@@ -176,8 +187,13 @@ cspmd_status_t cspmd_c10d_all_gather(cspmd_tensor_t *x, const char *group, int64
                                      cspmd_tensor_t **out) {
     return guarded([&] {
         at::Tensor s;
+        const at::Tensor &t = borrow(x, s);
+        if (t.is_meta()) {
+            *out = give(meta_result(t, t.size(0) * size));
+            return;
+        }
         *out = give(functional("_c10d_functional::all_gather_into_tensor",
-                               {borrow(x, s), size, std::string(group)}));
+                               {t, size, std::string(group)}));
     });
 }
 
@@ -185,8 +201,13 @@ cspmd_status_t cspmd_c10d_reduce_scatter(cspmd_tensor_t *x, const char *group, i
                                          cspmd_tensor_t **out) {
     return guarded([&] {
         at::Tensor s;
+        const at::Tensor &t = borrow(x, s);
+        if (t.is_meta()) {
+            *out = give(meta_result(t, t.size(0) / size));
+            return;
+        }
         *out = give(functional("_c10d_functional::reduce_scatter_tensor",
-                               {borrow(x, s), std::string("sum"), size, std::string(group)}));
+                               {t, std::string("sum"), size, std::string(group)}));
     });
 }
 
@@ -195,9 +216,17 @@ cspmd_status_t cspmd_c10d_all_to_all(cspmd_tensor_t *x, const int64_t *out_sizes
                                      cspmd_tensor_t **out) {
     return guarded([&] {
         at::Tensor s;
+        const at::Tensor &t = borrow(x, s);
         std::vector<int64_t> o(out_sizes, out_sizes + n), i(in_sizes, in_sizes + n);
+        if (t.is_meta()) {
+            int64_t total = 0;
+            for (int64_t v : o)
+                total += v;
+            *out = give(meta_result(t, total));
+            return;
+        }
         *out = give(functional("_c10d_functional::all_to_all_single",
-                               {borrow(x, s), o, i, std::string(group)}));
+                               {t, o, i, std::string(group)}));
     });
 }
 

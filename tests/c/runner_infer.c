@@ -9,6 +9,7 @@ int main(void)
     srunner_add_suite(sr, suite_rules());
     srunner_add_suite(sr, suite_coll());
     srunner_add_suite(sr, suite_grad());
+    srunner_add_suite(sr, suite_raw());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -9,4 +9,6 @@ Suite *suite_infer(void);
 Suite *suite_rules(void);
 Suite *suite_coll(void);
 Suite *suite_grad(void);
+Suite *suite_raw(void);
+Suite *suite_compat(void);
 #endif

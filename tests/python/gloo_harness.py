@@ -70,8 +70,11 @@ def _entry(rank, ws, port, module, path, name, args, pg_timeout, q):
             pass
 
 
-def run_world(ws, fn, *args, timeout=60.0, pg_timeout=30.0):
-    """Run ``fn(rank, ws, *args)`` on ``ws`` Gloo ranks; per-rank results."""
+def run_world(ws, fn, *args, timeout=60.0, pg_timeout=30.0, grace=10.0):
+    """Run ``fn(rank, ws, *args)`` on ``ws`` Gloo ranks; per-rank results.
+
+    Once a rank has failed, the others get ``grace`` more seconds (they may be
+    blocked in a collective the failed rank never joins), then are killed."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = free_port()
@@ -115,7 +118,7 @@ def run_world(ws, fn, *args, timeout=60.0, pg_timeout=30.0):
                 continue
             (results if ok else errors)[rank] = payload
             if not ok:  # the others may now wait forever in a collective
-                deadline = min(deadline, time.monotonic() + 10.0)
+                deadline = min(deadline, time.monotonic() + grace)
         for p in procs:
             p.join(max(1.0, deadline - time.monotonic()))
     finally:

@@ -603,7 +603,8 @@ def _axis_type(t, pg):
 def _eq(what, got, want):
     assert got is not None, f"{what}: got None"
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, expected {want.dtype}"
-    assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    assert got.shape == want.shape, \
+        f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"
     assert torch.equal(got, want), f"{what}:\n got {got}\n expected {want}"
 
 
@@ -884,6 +885,31 @@ def test_gloo(launch, name):
     failures = [f"rank {r}: {out[name]}" for r, out in enumerate(res) if out.get(name, "missing")]
     assert all(name in out for out in res), f"{name} did not run"
     assert not failures, "\n".join(failures)
+
+
+def _fail_on_rank1(rank, ws, pidfile):
+    if rank == 1:
+        raise RuntimeError("rank 1 fails on purpose")
+    with open(pidfile, "w") as f:
+        f.write(str(__import__("os").getpid()))
+    __import__("time").sleep(600)  # stuck: only the harness's kill ends this
+    return "unreachable"
+
+
+def test_harness_fails_fast_and_kills_stuck_ranks(tmp_path):
+    import os
+    import time
+
+    pidfile = str(tmp_path / "pid")
+    t0 = time.monotonic()
+    with pytest.raises(gloo_harness.WorkerError) as ei:
+        gloo_harness.run_world(2, _fail_on_rank1, pidfile, timeout=60.0, grace=1.0)
+    assert time.monotonic() - t0 < 30.0
+    assert "rank 1 fails on purpose" in str(ei.value)
+    assert "did not finish (killed)" in str(ei.value)
+    pid = int(open(pidfile).read())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 def test_every_allowed_pair_is_covered():

@@ -4,27 +4,87 @@
 lives in ``cspmd.checker``.
 """
 
-from .checker import TYPE_CHECKING, is_type_checking, no_typecheck
-from ._errors import DTensorPropagationError, RedistributeError, SpmdTypeError
-from .collectives import (all_gather, all_reduce, all_to_all, convert, invariant_to_replicate,
-                          redistribute, reduce_scatter, reinterpret, shard, unshard)
-from .mesh import (MeshAxis, current_mesh, current_mesh_all_names, current_mesh_names,
-                   normalize_axis, set_current_mesh)
-from .runtime import (assert_type, assert_type_like, get_local_type, get_partition_spec,
-                      has_local_type, mutate_type, set_dist)
-from .scalar import Scalar
-from .types import (I, Invariant, P, Partial, PartitionSpec, PerMeshAxisLocalSpmdType, R,
-                    Replicate, S, Shard, V, Varying)
+import importlib.util as _ilu
 
+from . import collectives as _coll
+from ._errors import DTensorPropagationError, RedistributeError, SpmdTypeError
+from ._traceback import api_boundary as _api
+from ._traceback import traceback_filtering
+from .checker import TYPE_CHECKING, is_type_checking, no_typecheck
+from .mesh import (MeshAxis, current_mesh, current_mesh_all_names, current_mesh_names,
+                   flatten_axes, set_current_mesh)
+from .regions import Infer, local, local_map
+from .registration import (register_autograd_function, register_decomposition,
+                           register_local_autograd_function, register_local_backward_hook)
+from .runtime import (assert_local_type, assert_local_type_like, assert_type, assert_type_like,
+                      get_axis_local_type, get_local_type, get_partition_spec, has_local_type,
+                      maybe_get_axis_local_type, mutate_type, set_dist)
+from .scalar import Scalar
+from .trace import trace
+from .types import (I, Invariant, LocalSpmdType, P, Partial, PartitionSpec,
+                    PerMeshAxisLocalSpmdType, PerMeshAxisSpmdType, PerMeshAxisSpmdTypes, R,
+                    Replicate, S, Shard, SpmdType, V, Varying, normalize_axis,
+                    normalize_local_type, normalize_mesh, normalize_partition_spec,
+                    partition_spec_get_shard, partition_spec_to_shard_types,
+                    shard_types_to_partition_spec, to_local_type)
+
+# The collectives, with SpmdTypeError tracebacks filtered at the API boundary
+# (cspmd.collectives keeps the plain functions).
+all_reduce = _api(_coll.all_reduce)
+all_gather = _api(_coll.all_gather)
+reduce_scatter = _api(_coll.reduce_scatter)
+all_to_all = _api(_coll.all_to_all)
+reinterpret = _api(_coll.reinterpret)
+convert = _api(_coll.convert)
+redistribute = _api(_coll.redistribute)
+shard = _api(_coll.shard)
+unshard = _api(_coll.unshard)
+invariant_to_replicate = _api(_coll.invariant_to_replicate)
 
 __all__ = [
+    # types
     "R", "I", "V", "P", "Replicate", "Invariant", "Varying", "Partial", "S", "Shard",
-    "PerMeshAxisLocalSpmdType", "PartitionSpec", "SpmdTypeError", "RedistributeError",
-    "DTensorPropagationError", "MeshAxis", "set_current_mesh", "current_mesh",
-    "current_mesh_names", "current_mesh_all_names", "normalize_axis", "assert_type",
-    "assert_type_like", "get_local_type", "has_local_type", "mutate_type",
-    "get_partition_spec", "set_dist", "all_reduce", "all_gather", "reduce_scatter",
-    "all_to_all", "reinterpret", "convert", "redistribute", "shard", "unshard",
-    "invariant_to_replicate", "Scalar", "is_type_checking",
-    "no_typecheck", "TYPE_CHECKING",
+    "PerMeshAxisLocalSpmdType", "PerMeshAxisSpmdType", "PerMeshAxisSpmdTypes", "LocalSpmdType",
+    "SpmdType", "PartitionSpec", "SpmdTypeError", "RedistributeError",
+    "DTensorPropagationError", "normalize_axis", "normalize_mesh", "normalize_local_type",
+    "normalize_partition_spec", "shard_types_to_partition_spec",
+    "partition_spec_to_shard_types", "partition_spec_get_shard", "to_local_type",
+    # mesh
+    "MeshAxis", "set_current_mesh", "current_mesh", "current_mesh_names",
+    "current_mesh_all_names", "flatten_axes",
+    # annotation / query
+    "assert_type", "assert_local_type", "assert_type_like", "assert_local_type_like",
+    "mutate_type", "has_local_type", "get_local_type", "get_axis_local_type",
+    "maybe_get_axis_local_type", "get_partition_spec",
+    # ops
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "redistribute", "unshard",
+    "reinterpret", "convert", "shard", "invariant_to_replicate",
+    # regions
+    "local", "local_map", "no_typecheck", "Infer", "is_type_checking", "TYPE_CHECKING",
+    # registration
+    "register_autograd_function", "register_decomposition",
+    "register_local_autograd_function", "register_local_backward_hook",
+    # misc
+    "Scalar", "trace", "traceback_filtering", "set_dist",
 ]
+
+
+def _has(module):
+    return _ilu.find_spec(f"{__name__}.{module}") is not None
+
+
+# Written by other modules' owners; exported once they exist.
+if _has("reinterpret_mesh"):
+    from .reinterpret_mesh import reinterpret_mesh  # noqa: F401
+    __all__.append("reinterpret_mesh")
+if _has("dtensor"):
+    from .dtensor import (DimSharding, TensorSharding,  # noqa: F401
+                          dtensor_placement_to_spmd_type, spmd_redistribute,
+                          spmd_type_to_dtensor_placement)
+    __all__ += ["dtensor_placement_to_spmd_type", "spmd_type_to_dtensor_placement",
+                "spmd_redistribute", "TensorSharding", "DimSharding"]
+try:
+    from .mesh import set_printoptions  # noqa: F401
+    __all__.append("set_printoptions")
+except ImportError:
+    pass

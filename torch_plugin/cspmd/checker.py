@@ -13,7 +13,8 @@ import torch
 
 from ._lib import ops
 
-__all__ = ["typecheck", "no_typecheck", "is_type_checking", "TYPE_CHECKING", "SpmdTypeMode"]
+__all__ = ["typecheck", "no_typecheck", "is_type_checking", "local_map", "TYPE_CHECKING",
+           "SpmdTypeMode"]
 
 _tls = threading.local()
 
@@ -123,12 +124,45 @@ def _checked_grad(outputs, inputs, grad_outputs=None, *args, **kwargs):
         return _original_grad(outputs, inputs, grad_outputs, *args, **kwargs)
 
 
+_patch_hooks = []  # (on_fn, off_fn) registered by other modules
+
+
+def _register_patch(on_fn, off_fn):
+    """Have ``on_fn()`` run when the first ``typecheck()`` region (of any
+    thread) starts and ``off_fn()`` when the last one ends, like the
+    backward/grad patch above.  Used by cspmd.dtensor."""
+    with _patch_lock:
+        _patch_hooks.append((on_fn, off_fn))
+        if _patch_users[0] > 0:
+            on_fn()
+
+
 def _patch(on):
     with _patch_lock:
+        was = _patch_users[0] > 0
         _patch_users[0] += 1 if on else -1
         active = _patch_users[0] > 0
         torch.autograd.backward = _checked_backward if active else _original_backward
         torch.autograd.grad = _checked_grad if active else _original_grad
+        if active != was:
+            for on_fn, off_fn in _patch_hooks:
+                (on_fn if active else off_fn)()
+        from .registration import _patch_apply
+        _patch_apply(active)
+
+
+def _bind_groups():
+    """Tell the core the mesh axis of every existing process group, so that
+    raw torch.distributed collectives on any of them can be typed."""
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_initialized():
+        return
+    from .mesh import MeshAxis
+    for pg in list(dist.distributed_c10d._world.pg_names):
+        try:
+            MeshAxis.of(pg)
+        except Exception:  # a group whose ranks cannot be read: left unbound
+            pass
 
 
 @contextlib.contextmanager
@@ -156,6 +190,7 @@ def typecheck(strict_mode=None, local=None, backward=None):
     first = not s.active
     if first:
         ops.register_explicit()
+        _bind_groups()
         _patch(True)
     s.active, s.enabled = True, True
     if strict_mode is not None or first:
@@ -174,18 +209,29 @@ def typecheck(strict_mode=None, local=None, backward=None):
             _patch(False)
 
 
-class no_typecheck:
+class no_typecheck(contextlib.ContextDecorator):
     """Pause checking for a block (a no-op when checking is off).
+
+    ``no_typecheck(out_types=..., in_types=Infer)`` is instead a decorator
+    with ``local_map``'s typed boundary whose body runs unchecked (to stamp
+    types on the results of code the checker cannot follow).
 
     >>> with typecheck(), no_typecheck():
     ...     is_type_checking()
     False
     """
 
-    def __init__(self, **kwargs):
+    def __new__(cls, *args, **kwargs):
+        if args:
+            raise TypeError("no_typecheck() takes no positional arguments; use "
+                            "no_typecheck(out_types=..., in_types=...) for the typed decorator")
         if kwargs:
-            raise TypeError("the typed no_typecheck(out_types=...) decorator is not implemented "
-                            "yet")
+            from .regions import _typed_no_typecheck
+            return _typed_no_typecheck(kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, *args, **kwargs):
+        pass
 
     def __enter__(self):
         s = _state()
@@ -208,22 +254,41 @@ def is_type_checking():
     return _state().enabled
 
 
-def _grad_hook(ref, what):
-    """A tensor hook checking that the gradient reaching the tensor is the
-    dual of its type (and typing a V contribution to a pending sum as P)."""
+def _grad_hook(ref, cell):
+    """A tensor hook checking that a gradient reaching the tensor is the dual
+    of its type (and typing a V contribution to a pending sum as P).  cell is
+    [type id at the last annotation, description]."""
 
     def hook(grad):
-        t = ref()
-        if t is None or not is_type_checking():
+        if not is_type_checking():
             return None
-        fwd = ops.get_type(t)
+        t = ref()
+        fwd = ops.get_type(t) if t is not None else cell[0]
         if fwd == 0:
             return None
         g = ops.get_type(grad)
-        new = ops.grad_check(fwd, g, what(t))
+        new = ops.grad_check(fwd, g, cell[1])
         if new != g:
             ops.set_type(grad, new)
         return None
+
+    return hook
+
+
+def _accumulated_grad_hook(cell):
+    """A leaf's post-accumulate hook: the final ``.grad``, after every user
+    hook has run, must still be the dual of the leaf's type."""
+
+    def hook(leaf):
+        if not is_type_checking() or leaf.grad is None:
+            return
+        fwd = ops.get_type(leaf)
+        if fwd == 0:
+            return
+        g = ops.get_type(leaf.grad)
+        new = ops.grad_check(fwd, g, cell[1])
+        if new != g:
+            ops.set_type(leaf.grad, new)
 
     return hook
 
@@ -239,3 +304,6 @@ class _TypeChecking:
 
 
 TYPE_CHECKING = _TypeChecking()
+
+
+from .regions import local_map  # noqa: E402  (regions imports this module)

@@ -57,20 +57,23 @@ def _dtype_code(dt, what):
 
 
 def _dtypes(op_dtype, out_dtype, backward_options):
-    """[op, out, bw_op, bw_out, ...]: one pair per level of backward_options."""
+    """[op, out, bw_op, bw_out, ...] (one pair per level of backward_options),
+    and the unknown-keys error text ("" if none): the op raises it after the
+    reduced-precision rule, in SPEC 3.9's order."""
     out = [_dtype_code(op_dtype, "op_dtype"), _dtype_code(out_dtype, "out_dtype")]
+    bad = ""
     level = backward_options
     while level is not None:
         if not isinstance(level, dict):
             raise ValueError(f"backward_options must be a dict, got {type(level).__name__}")
         unknown = set(level) - set(_BACKWARD_KEYS)
-        if unknown:
-            raise ValueError(f"Unknown keys in backward_options: {unknown}. Valid keys are: "
-                             f"{list(_BACKWARD_KEYS)}")
+        if unknown and not bad:
+            bad = (f"Unknown keys in backward_options: {unknown}. Valid keys are: "
+                   f"{list(_BACKWARD_KEYS)}")
         out += [_dtype_code(level.get("op_dtype"), "backward_options op_dtype"),
                 _dtype_code(level.get("out_dtype"), "backward_options out_dtype")]
         level = level.get("backward_options")
-    return out
+    return out, bad
 
 
 def _dim(d, ndim, what):
@@ -97,11 +100,11 @@ def _run(fn, op, x, axis, src, dst, *, dims=(None, None), ndim_extra=0, sizes_a=
     ax = MeshAxis.of(pg)
     types = _ctype(src, x, fn, "src") + _ctype(dst, x, fn, "dst")
     nd = x.dim() + ndim_extra
+    dtypes, bad_options = _dtypes(op_dtype, out_dtype, backward_options)
     return ops.collective(x, op, pg.group_name, ax.id, types,
                           [_dim(dims[0], nd, "dim"), _dim(dims[1], nd, "dim")],
                           _sizes(sizes_a, "split sizes"), _sizes(sizes_b, "split sizes"),
-                          _dtypes(op_dtype, out_dtype, backward_options), bool(expert),
-                          bool(inplace))
+                          dtypes, bool(expert), bool(inplace), bad_options)
 
 
 def _base(t):

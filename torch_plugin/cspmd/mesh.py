@@ -7,6 +7,7 @@ groups of a DeviceMesh.
 """
 
 import contextlib
+import os
 import threading
 import weakref
 
@@ -14,7 +15,7 @@ from ._errors import SpmdTypeError
 from ._lib import ops
 
 __all__ = ["MeshAxis", "set_current_mesh", "current_mesh", "current_mesh_names",
-           "current_mesh_all_names", "normalize_axis", "flatten_axes"]
+           "current_mesh_all_names", "normalize_axis", "flatten_axes", "set_printoptions"]
 
 
 class MeshAxis:
@@ -71,24 +72,48 @@ class MeshAxis:
 
     @property
     def names(self):
-        """The names registered for this axis."""
-        return frozenset(n for n, a in _names.items() if a is self)
+        """The names registered for this axis (a frozenset; empty if none).
+
+        >>> MeshAxis.of(3, 7).names
+        frozenset()
+        """
+        # The core's debug display lists every name: "a/b(trivial){layout}".
+        text = ops.axis_display(self._id, True)
+        if text.startswith("MeshAxis(") or text.startswith("{"):
+            return frozenset()
+        text = text[:text.rfind("{")]
+        if text.endswith("(trivial)"):
+            text = text[:-len("(trivial)")]
+        return frozenset(text.split("/"))
 
     def isorthogonal(self, *others):
         """True if this axis and ``others`` are jointly radix separable."""
         return ops.axes_orthogonal([self._id] + [MeshAxis.of(o)._id for o in others])
 
     def __le__(self, other):
+        """Subgroup order: ``a <= b`` iff a's ranks-from-zero are b's.
+
+        >>> MeshAxis.of(2, 2) <= MeshAxis.of(4, 1)
+        True
+        """
+        if not isinstance(other, MeshAxis):
+            return NotImplemented
         return ops.axis_le(self._id, other._id)
 
     def __lt__(self, other):
-        return self != other and self <= other
+        if not isinstance(other, MeshAxis):
+            return NotImplemented
+        return self is not other and ops.axis_le(self._id, other._id)
 
     def __ge__(self, other):
-        return other <= self
+        if not isinstance(other, MeshAxis):
+            return NotImplemented
+        return ops.axis_le(other._id, self._id)
 
     def __gt__(self, other):
-        return other < self
+        if not isinstance(other, MeshAxis):
+            return NotImplemented
+        return self is not other and ops.axis_le(other._id, self._id)
 
     def __repr__(self):
         return ops.axis_display(self._id, _debug[0])
@@ -98,7 +123,8 @@ class MeshAxis:
         return (MeshAxis.of, (list(sizes) or [1], list(strides) or [1]))
 
 
-_debug = [False]
+_debug = [os.environ.get("MESH_AXIS_DEBUG", "") == "1"]
+ops.axis_print_debug_set(_debug[0])
 _names = {}  # every registered name -> axis
 _group_axes = weakref.WeakKeyDictionary()
 
@@ -122,6 +148,9 @@ def _axis_of_group(pg):
     except Exception as e:  # not a process group
         raise TypeError(f"expected a ProcessGroup, MeshAxis or axis name, got {pg!r}") from e
     axis = MeshAxis(ops.axis_from_ranks(sorted(ranks)))
+    name = getattr(pg, "group_name", None)
+    if name:  # lets raw torch.distributed collectives find the group's axis
+        ops.group_bind(name, axis.id)
     desc = getattr(pg, "group_desc", None)
     if desc and desc != "undefined":
         register_name(axis, desc)
@@ -139,18 +168,66 @@ def register_name(axis, name):
 
 
 def flatten_axes(axes):
-    """The axis spanning all of ``axes`` (which must be mutually orthogonal)."""
+    """The axis spanning all of ``axes`` (at least one; mutually orthogonal,
+    else ValueError).
+
+    >>> flatten_axes([MeshAxis.of(2, 8), MeshAxis.of(2, 4)]) == MeshAxis.of(4, 4)
+    True
+    """
+    if isinstance(axes, (MeshAxis, str)) or not hasattr(axes, "__iter__"):
+        raise TypeError(f"flatten_axes: axes must be a sequence of mesh axes, got {axes!r}")
     axes = [MeshAxis.of(a) for a in axes]
     return MeshAxis(ops.axes_flatten([a.id for a in axes]))
+
+
+class set_printoptions:
+    """Set how MeshAxis values print: ``debug=True`` shows every name and the
+    layout (``SP/TP{4:1}``).  Works as a statement or as a context manager
+    that restores the previous options on exit.  The environment variable
+    ``MESH_AXIS_DEBUG=1`` sets the initial value.
+
+    >>> with set_printoptions(debug=True):
+    ...     repr(MeshAxis.of(4, 1)).endswith("4:1)") or "{4:1}" in repr(MeshAxis.of(4, 1))
+    True
+    """
+
+    def __init__(self, *, debug=None):
+        if debug is not None and not isinstance(debug, bool):
+            raise TypeError(f"set_printoptions: debug must be a bool, got {debug!r}")
+        self._saved = _debug[0]
+        if debug is not None:
+            _set_debug(debug)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _set_debug(self._saved)
+        return False
+
+
+def _set_debug(debug):
+    _debug[0] = bool(debug)
+    ops.axis_print_debug_set(_debug[0])
+
+
+def _reset_names():
+    """Forget every registered axis name (between tests)."""
+    ops.axis_names_reset()
+    _names.clear()
 
 
 # ---- the current mesh ------------------------------------------------------
 
 class _Entry:
-    __slots__ = ("axes", "names", "all_names", "pgs")
+    __slots__ = ("axes", "names", "all_names", "pgs", "local_axes")
 
-    def __init__(self, axes, names, all_names, pgs):
+    def __init__(self, axes, names, all_names, pgs, local_axes=frozenset()):
         self.axes, self.names, self.all_names, self.pgs = axes, names, all_names, pgs
+        self.local_axes = local_axes
+
+    def with_local_axes(self, local_axes):
+        return _Entry(self.axes, self.names, self.all_names, self.pgs, local_axes)
 
 
 _tls = threading.local()
@@ -169,7 +246,7 @@ def _entry_of(axes):
     if axes is None:
         stack = _stack()
         if not stack:
-            raise RuntimeError("set_current_mesh(None) needs a current mesh to re-push")
+            raise RuntimeError("set_current_mesh() without axes requires a current mesh")
         return stack[-1]
     if isinstance(axes, dict):
         for name, a in axes.items():
@@ -197,19 +274,61 @@ def _entry_of(axes):
     return _Entry(nontrivial, {n: a for n, a in names.items() if a.size() > 1}, names, pgs)
 
 
+def _outer_first(axes):
+    return sorted(axes, key=lambda a: (-max(a.layout()[1] or (0,)), repr(a)))
+
+
+def _resolve_local_axes(local_axes, entry):
+    """Validate ``local_axes`` against a mesh entry (SPEC 5.6): names,
+    MeshAxis or process groups, no duplicates, inside the mesh, and exactly
+    the outermost axes.  Returns a frozenset of MeshAxis."""
+    if isinstance(local_axes, (str, MeshAxis)) or not hasattr(local_axes, "__iter__"):
+        raise TypeError(f"set_current_mesh: local_axes must be a tuple of axes or names, got "
+                        f"{local_axes!r}")
+    local_axes = tuple(local_axes)
+    unknown = tuple(a for a in local_axes if isinstance(a, str) and a not in entry.all_names)
+    if unknown:
+        raise ValueError(f"local_axes contains names not present in this mesh: {unknown!r}; "
+                         f"available names: {tuple(sorted(entry.all_names))!r}")
+    resolved = tuple(entry.all_names[a] if isinstance(a, str) else MeshAxis.of(a)
+                     for a in local_axes)
+    if len(set(resolved)) != len(resolved):
+        dups = ", ".join(repr(a) for a in _outer_first({a for a in resolved
+                                                         if resolved.count(a) > 1}))
+        raise ValueError(f"local_axes must not contain duplicate axes; got {local_axes!r}; "
+                         f"duplicate axes: ({dups})")
+    rset = frozenset(resolved)
+    if not rset <= entry.axes:
+        outside = ", ".join(repr(a) for a in _outer_first(rset - entry.axes))
+        mesh_names = ", ".join(repr(a) for a in sorted(entry.axes, key=repr))
+        raise ValueError(f"local_axes contains axes outside this mesh: ({outside}); current "
+                         f"mesh axes: ({mesh_names})")
+    ordered = _outer_first(entry.axes)
+    if rset != frozenset(ordered[:len(rset)]):
+        local_names = ", ".join(repr(a) for a in resolved)
+        mesh_names = ", ".join(repr(a) for a in ordered)
+        raise ValueError("local_axes must come before all global axes in outer-to-inner mesh "
+                         f"order; got local_axes=({local_names}) for mesh=({mesh_names})")
+    return rset
+
+
 @contextlib.contextmanager
-def set_current_mesh(axes=None):
+def set_current_mesh(axes=None, *, local_axes=()):
     """Make ``axes`` the current mesh of this thread for the block.
 
     Accepts a DeviceMesh (named dims), a dict ``{name: axis}``, a set of
-    axes or process groups, or None (re-push the current mesh).  Size-1 axes
-    are dropped but stay resolvable by name.
+    axes or process groups, or None (re-push the current mesh, e.g. to
+    change ``local_axes``).  Size-1 axes are dropped but stay resolvable by
+    name.  ``local_axes`` (names, MeshAxis or process groups) marks an
+    outermost prefix of the mesh's axes as local under global checking
+    (stored; see SPEC 5.6).
 
     >>> with set_current_mesh({"tp": MeshAxis.of(4, 1)}):
     ...     sorted(current_mesh_names())
     ['tp']
     """
     entry = _entry_of(axes)
+    entry = entry.with_local_axes(_resolve_local_axes(local_axes, entry))
     ops.mesh_push([a.id for a in entry.axes])
     stack = _stack()
     stack.append(entry)
@@ -241,6 +360,16 @@ def current_mesh_all_names():
     """``{name: axis}`` of every axis of the current mesh, size-1 ones too."""
     e = _current()
     return {} if e is None else dict(e.all_names)
+
+
+def current_local_axes():
+    """The current mesh's ``local_axes`` (a frozenset; empty without a mesh).
+
+    >>> current_local_axes()
+    frozenset()
+    """
+    e = _current()
+    return frozenset() if e is None else e.local_axes
 
 
 def normalize_axis(axis):

@@ -4,17 +4,25 @@ Python converts axes and types to the core's integer codes; the core
 interns, validates and refines them, and the type id lives on the tensor.
 """
 
+import logging
+import sys
 import weakref
 
 import torch
 
 from ._errors import SpmdTypeError
 from ._lib import ops
+from ._traceback import api_boundary
 from .mesh import MeshAxis, current_mesh, normalize_axis
-from .types import PartitionSpec, PerMeshAxisLocalSpmdType, Shard, ltype_code, ltype_of
+from .types import (PartitionSpec, PerMeshAxisLocalSpmdType, Shard, SpmdType, ltype_code,
+                    ltype_of, to_local_type)
 
-__all__ = ["assert_type", "assert_type_like", "get_local_type", "has_local_type",
-           "mutate_type", "get_partition_spec", "set_dist"]
+__all__ = ["assert_type", "assert_local_type", "assert_type_like", "assert_local_type_like",
+           "get_local_type", "has_local_type", "get_axis_local_type",
+           "maybe_get_axis_local_type", "mutate_type", "get_partition_spec", "set_dist",
+           "to_local_type"]
+
+_trace_logger = logging.getLogger("cspmd.runtime.trace")
 
 _UNTYPED = 0
 _state = {"dist": None}
@@ -104,6 +112,7 @@ def type_to_dict(type_id):
     return {MeshAxis(flat[i]): ltype_of(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
+@api_boundary
 def assert_type(tensor, type, partition_spec=None):  # noqa: A002 (the reference's name)
     """Set ``tensor``'s type if it has none, else check and refine it.
 
@@ -118,15 +127,54 @@ def assert_type(tensor, type, partition_spec=None):  # noqa: A002 (the reference
     if isinstance(tensor, (list, tuple)):
         return tensor.__class__(assert_type(t, type, partition_spec) for t in tensor)
     _check_tensor(tensor, "assert_type")
+    if isinstance(type, SpmdType):
+        if partition_spec is not None:
+            raise TypeError("assert_type: pass either an SpmdType or a partition_spec, not both")
+        type, partition_spec = type.local_type, type.partition_spec
+    if partition_spec is not None and not isinstance(partition_spec, PartitionSpec):
+        raise TypeError(f"assert_type: partition_spec must be a PartitionSpec or None, got "
+                        f"{builtins_type(partition_spec).__name__}")
     new = _type_id(type, tensor.dim(), partition_spec)
     old = ops.get_type(tensor)
     ops.set_type(tensor, ops.type_refine(old, new))
+    if ops.trace_enabled():
+        _trace_assert(old, ops.get_type(tensor))
     if tensor.requires_grad:
         _watch_gradient(tensor)
     return tensor
 
 
-_watched = weakref.WeakSet()
+builtins_type = type
+
+
+def _user_site():
+    """``file:line`` of the innermost frame outside cspmd and torch."""
+    f = sys._getframe(1)
+    while f is not None:
+        mod = f.f_globals.get("__name__", "")
+        if not (mod == "cspmd" or mod.startswith(("cspmd.", "torch.", "contextlib"))
+                or mod == "torch"):
+            return f"{f.f_code.co_filename}:{f.f_lineno}"
+        f = f.f_back
+    return "<unknown>"
+
+
+def _trace_assert(old, new):
+    """``<file:line>  assert_type({...}) -> {...}`` on the trace logger."""
+    before = ops.type_format(old if old != _UNTYPED else ops.type_make([], [], []))
+    after = ops.type_format(new)
+    if before == "{}" and after == "{}":
+        return
+    _trace_logger.info("%s  assert_type(%s) -> %s", _user_site(), before, after)
+
+
+def assert_local_type(tensor, type):  # noqa: A002
+    """Deprecated alias of ``assert_type(tensor, type)``.
+
+    >>> x = torch.zeros(4)
+    >>> _ = assert_local_type(x, {MeshAxis.of(4, 1): R})  # doctest: +SKIP
+    """
+    return assert_type(tensor, type)
 
 
 def _describe(t):
@@ -136,23 +184,78 @@ def _describe(t):
 
 
 def _watch_gradient(tensor):
-    """Check, in backward, that the gradient reaching an annotated tensor is
-    the dual of its type (cspmd.checker._grad_hook); installed once."""
-    if tensor in _watched:
+    """Check, in backward, that the gradients reaching an annotated tensor are
+    the dual of its type (cspmd.checker._grad_hook): each contribution before
+    it is accumulated, and -- for leaves -- the accumulated ``.grad`` after
+    every hook has run.  Installed once; the type is re-read from the tensor
+    while it lives, and kept for when an activation is freed before backward."""
+    cell = getattr(tensor, "_cspmd_grad_cell", None)
+    if cell is not None:
+        cell[0] = ops.get_type(tensor)
         return
-    from .checker import _grad_hook
-    tensor.register_hook(_grad_hook(weakref.ref(tensor), _describe))
-    _watched.add(tensor)
+    from .checker import _grad_hook, _accumulated_grad_hook
+    cell = [ops.get_type(tensor), _describe(tensor)]
+    # An attribute, not a WeakSet: WeakSet lookups compare tensors with ==.
+    tensor._cspmd_grad_cell = cell
+    ref = weakref.ref(tensor)
+    tensor.register_hook(_grad_hook(ref, cell))
+    if tensor.is_leaf:
+        tensor.register_post_accumulate_grad_hook(_accumulated_grad_hook(cell))
 
 
-def assert_type_like(tensor, source, overrides=None):
-    """Give ``tensor`` the type (and spec) of ``source``, with ``overrides``."""
-    _check_tensor(tensor, "assert_type_like")
-    _check_tensor(source, "assert_type_like")
+def _merged_type(tensor, source, overrides, fn):
+    _check_tensor(tensor, fn)
+    _check_tensor(source, fn)
+    if overrides is not None and not isinstance(overrides, dict):
+        raise TypeError(f"{fn}: overrides must be a dict {{axis: type}} or None, got "
+                        f"{type(overrides).__name__}")
     merged = dict(get_local_type(source))
     for k, v in (overrides or {}).items():
         merged[normalize_axis(k)] = v
+    return merged
+
+
+def assert_type_like(tensor, source, overrides=None):
+    """Give ``tensor`` the type (and spec) of ``source``, with ``overrides``.
+
+    >>> assert_type_like(y, x, {tp: V})  # doctest: +SKIP
+    """
+    merged = _merged_type(tensor, source, overrides, "assert_type_like")
     assert_type(tensor, merged, get_partition_spec(source))
+
+
+def assert_local_type_like(tensor, source, overrides=None):
+    """Like ``assert_type_like`` but copies only the local type, not the
+    partition spec.
+
+    >>> assert_local_type_like(y, x)  # doctest: +SKIP
+    """
+    merged = _merged_type(tensor, source, overrides, "assert_local_type_like")
+    assert_type(tensor, merged)
+
+
+def get_axis_local_type(tensor, axis):
+    """The tensor's type on one axis; ValueError if the axis is absent.
+
+    >>> get_axis_local_type(x, "tp")  # doctest: +SKIP
+    R
+    """
+    t = maybe_get_axis_local_type(tensor, axis)
+    if t is None:
+        raise ValueError(f"get_axis_local_type: the tensor has no type on axis "
+                         f"{normalize_axis(axis)!r} (its type is "
+                         f"{_fmt(get_local_type(tensor))})")
+    return t
+
+
+def maybe_get_axis_local_type(tensor, axis):
+    """The tensor's type on one axis, or None if the axis is absent.
+
+    >>> maybe_get_axis_local_type(torch.zeros(2), MeshAxis.of(4, 1)) is None  # doctest: +SKIP
+    True
+    """
+    _check_tensor(tensor, "get_axis_local_type")
+    return get_local_type(tensor).get(normalize_axis(axis))
 
 
 def has_local_type(tensor):
@@ -191,6 +294,7 @@ def _as_axis_dict(x, fn):
     return None
 
 
+@api_boundary
 def mutate_type(tensor, axis=None, *, src, dst):
     """Overwrite types on already-typed axes after checking them against
     ``src`` (all updates are checked before any is written).

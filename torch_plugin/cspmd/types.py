@@ -4,11 +4,19 @@ Each value carries the integer code the C core uses; the core does all
 reasoning over those codes.
 """
 
+import dataclasses
 import enum
+import typing
+
+from ._errors import DTensorPropagationError, RedistributeError, SpmdTypeError
 
 __all__ = [
     "PerMeshAxisLocalSpmdType", "R", "I", "V", "P", "Replicate", "Invariant", "Varying",
-    "Partial", "Shard", "S", "PartitionSpec",
+    "Partial", "Shard", "S", "PartitionSpec", "PerMeshAxisSpmdType", "PerMeshAxisSpmdTypes",
+    "LocalSpmdType", "SpmdType", "SpmdTypeError", "RedistributeError",
+    "DTensorPropagationError", "normalize_axis", "normalize_mesh", "normalize_local_type",
+    "normalize_partition_spec", "shard_types_to_partition_spec",
+    "partition_spec_to_shard_types", "partition_spec_get_shard", "to_local_type",
 ]
 
 
@@ -111,6 +119,266 @@ class PartitionSpec(tuple):
 
         return "PartitionSpec(" + ", ".join(one(e) for e in self) + ")"
 
+    def axes_with_partition_spec(self):
+        """The set of (normalized) mesh axes this spec mentions.
+
+        >>> from cspmd.mesh import MeshAxis
+        >>> PartitionSpec(MeshAxis.of(4, 1), None).axes_with_partition_spec()
+        {MeshAxis(4:1)}
+        """
+        out = set()
+        for e in normalize_partition_spec(self):
+            if e is not None:
+                out.update(e if isinstance(e, tuple) else (e,))
+        return out
+
 
 def _axis_text(a):
     return a if isinstance(a, str) else repr(a)
+
+
+# ---- aliases (the reference's type names) ---------------------------------
+
+PerMeshAxisSpmdType = typing.Union[PerMeshAxisLocalSpmdType, Shard]
+"""One axis' type as written in annotations: R, I, V, P or S(i)."""
+PerMeshAxisSpmdTypes = typing.Dict[typing.Any, PerMeshAxisSpmdType]
+"""``{axis: R|I|V|P|S(i)}`` as written in annotations."""
+LocalSpmdType = typing.Dict[typing.Any, PerMeshAxisLocalSpmdType]
+"""``{MeshAxis: R|I|V|P}``: a tensor's stored local type."""
+
+
+def to_local_type(t):
+    """S(i) -> V; R, I, V, P unchanged.
+
+    >>> to_local_type(S(0)), to_local_type(R)
+    (V, R)
+    """
+    if isinstance(t, Shard):
+        return V
+    if isinstance(t, PerMeshAxisLocalSpmdType):
+        return t
+    raise TypeError(f"to_local_type: expected one of R, I, V, P or S(i), got {t!r}")
+
+
+# ---- normalization (axes resolved by cspmd.mesh, validated by the core) ---
+
+def normalize_axis(axis):
+    """A MeshAxis from a MeshAxis, a ProcessGroup or a name in the current mesh.
+
+    >>> from cspmd.mesh import MeshAxis
+    >>> normalize_axis(MeshAxis.of(4, 1))
+    MeshAxis(4:1)
+    """
+    from .mesh import normalize_axis as _n
+    return _n(axis)
+
+
+def normalize_mesh(axes):
+    """Drop size-1 axes and require the rest to be mutually orthogonal
+    (SpmdTypeError otherwise); returns a frozenset of MeshAxis.
+
+    >>> from cspmd.mesh import MeshAxis
+    >>> sorted(map(repr, normalize_mesh([MeshAxis.of(4, 1), MeshAxis.of(2, 4)])))
+    ['MeshAxis(2:4)', 'MeshAxis(4:1)']
+    """
+    from ._lib import ops
+    if isinstance(axes, (str, bytes)) or not hasattr(axes, "__iter__"):
+        raise TypeError(f"normalize_mesh: axes must be a collection of mesh axes, got "
+                        f"{type(axes).__name__}")
+    out = frozenset(a for a in (normalize_axis(x) for x in axes) if a.size() > 1)
+    ops.axes_check_orthogonal([a.id for a in out])
+    return out
+
+
+def normalize_local_type(spmd_type):
+    """``{MeshAxis: R|I|V|P}`` from a dict with any axis keys: names
+    resolved, size-1 axes dropped, orthogonality checked by the core.
+    Values must be R, I, V or P (TypeError; S(i) is not a stored type).
+
+    >>> from cspmd.mesh import MeshAxis
+    >>> normalize_local_type({MeshAxis.of(4, 1): R, MeshAxis.of(1, 1): V})
+    {MeshAxis(4:1): R}
+    """
+    from ._lib import ops
+    if not isinstance(spmd_type, dict):
+        raise TypeError(f"normalize_local_type: expected a dict {{axis: R|I|V|P}}, got "
+                        f"{type(spmd_type).__name__}")
+    out = {}
+    for axis, t in spmd_type.items():
+        if isinstance(t, Shard):
+            raise TypeError(f"Shard type {t!r} on axis {axis!r} cannot be stored as a local SPMD "
+                            "type. Shard is only valid as src/dst in collective operations. "
+                            "Use V instead for local type tracking.")
+        if not isinstance(t, PerMeshAxisLocalSpmdType):
+            raise TypeError(f"Expected PerMeshAxisLocalSpmdType (R, I, V, or P) on axis "
+                            f"{axis!r}, got {t!r}")
+        a = normalize_axis(axis)
+        if a.size() > 1:
+            out[a] = t
+    ops.axes_check_orthogonal([a.id for a in out])
+    return out
+
+
+def normalize_partition_spec(spec):
+    """Resolve names, drop size-1 axes (a tuple left with one axis becomes
+    that axis, with none becomes None) and require every axis of the spec
+    to be mutually orthogonal (so no axis twice).
+
+    >>> from cspmd.mesh import MeshAxis
+    >>> normalize_partition_spec(PartitionSpec((MeshAxis.of(4, 1), MeshAxis.of(1, 1)), None))
+    PartitionSpec(MeshAxis(4:1), None)
+    """
+    from ._lib import ops
+    if not isinstance(spec, (PartitionSpec, tuple, list)):
+        raise TypeError(f"normalize_partition_spec: expected a PartitionSpec, got "
+                        f"{type(spec).__name__}")
+    entries, every = [], []
+    for e in spec:
+        if e is None:
+            entries.append(None)
+            continue
+        if isinstance(e, (tuple, list)):
+            if not e:
+                raise ValueError("PartitionSpec entries may not be empty tuples")
+            axes = [a for a in (normalize_axis(x) for x in e) if a.size() > 1]
+        else:
+            axes = [a for a in (normalize_axis(e),) if a.size() > 1]
+        every.extend(axes)
+        entries.append(None if not axes else axes[0] if len(axes) == 1 else tuple(axes))
+    ops.axes_check_orthogonal([a.id for a in every])
+    return PartitionSpec(*entries)
+
+
+# ---- S(i) <-> PartitionSpec ---------------------------------------------
+
+def _fmt_axis(a):
+    return repr(a)
+
+
+def shard_types_to_partition_spec(types, ndim, axis_order=None):
+    """The PartitionSpec (length ``ndim``) of the S(d) entries of ``types``
+    (R/I/V/P ignored).  Axes in ``axis_order`` come first on their dim;
+    two unordered axes on one dim raise SpmdTypeError.
+
+    >>> from cspmd.mesh import MeshAxis
+    >>> tp = MeshAxis.of(4, 1)
+    >>> shard_types_to_partition_spec({tp: S(1)}, 2)
+    PartitionSpec(None, MeshAxis(4:1))
+    """
+    if not isinstance(types, dict):
+        raise TypeError(f"shard_types_to_partition_spec: types must be a dict, got "
+                        f"{type(types).__name__}")
+    if not isinstance(ndim, int) or isinstance(ndim, bool) or ndim < 0:
+        raise TypeError(f"shard_types_to_partition_spec: ndim must be a non-negative int, got "
+                        f"{ndim!r}")
+
+    def dim_of(t):
+        d = t.dim + ndim if t.dim < 0 else t.dim
+        if not 0 <= d < ndim:
+            raise SpmdTypeError(f"S({t.dim}) is out of bounds for tensor with ndim={ndim}")
+        return d
+
+    by_dim, done = {}, set()
+    for axis in axis_order or ():
+        t = types.get(axis)
+        if isinstance(t, Shard):
+            by_dim.setdefault(dim_of(t), []).append(axis)
+            done.add(axis)
+    for axis, t in types.items():
+        if isinstance(t, Shard) and axis not in done:
+            axes = by_dim.setdefault(dim_of(t), [])
+            axes.append(axis)
+            if len(axes) > 1:
+                names = ", ".join(_fmt_axis(a) for a in axes)
+                raise SpmdTypeError(f"Tensor dim {dim_of(t)} is sharded on multiple axes "
+                                    f"({names}) but axis_order does not resolve their ordering. "
+                                    "Pass all conflicting axes in axis_order.")
+    entries = [None] * ndim
+    for d, axes in by_dim.items():
+        entries[d] = axes[0] if len(axes) == 1 else tuple(axes)
+    return PartitionSpec(*entries)
+
+
+def partition_spec_to_shard_types(spec):
+    """``{MeshAxis: S(dim)}`` of a PartitionSpec (normalized first).
+
+    >>> from cspmd.mesh import MeshAxis
+    >>> partition_spec_to_shard_types(PartitionSpec(None, MeshAxis.of(4, 1)))
+    {MeshAxis(4:1): S(1)}
+    """
+    out = {}
+    for d, e in enumerate(normalize_partition_spec(spec)):
+        for a in () if e is None else e if isinstance(e, tuple) else (e,):
+            out[a] = Shard(d)
+    return out
+
+
+def partition_spec_get_shard(spec, axis):
+    """``S(dim)`` if ``axis`` shards dim ``dim`` of ``spec``, else None.
+
+    >>> from cspmd.mesh import MeshAxis
+    >>> partition_spec_get_shard(PartitionSpec(MeshAxis.of(4, 1)), MeshAxis.of(4, 1))
+    S(0)
+    """
+    if spec is None:
+        return None
+    a = normalize_axis(axis)
+    return partition_spec_to_shard_types(spec).get(a)
+
+
+# ---- SpmdType ------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class SpmdType:
+    """A local type plus an optional PartitionSpec (the global SPMD type).
+    ``S(i)`` entries are kept as written until applied to a tensor.
+
+    >>> from cspmd.mesh import MeshAxis
+    >>> SpmdType({MeshAxis.of(4, 1): S(0)}).local_type
+    {MeshAxis(4:1): S(0)}
+    """
+
+    local_type: dict
+    partition_spec: typing.Optional[PartitionSpec] = None
+
+    def __post_init__(self):
+        if not isinstance(self.local_type, dict):
+            raise TypeError(f"SpmdType: local_type must be a dict {{axis: R|I|V|P|S(i)}}, got "
+                            f"{type(self.local_type).__name__}")
+        has_shard = False
+        for axis, t in self.local_type.items():
+            if isinstance(t, Shard):
+                has_shard = True
+            elif not isinstance(t, PerMeshAxisLocalSpmdType):
+                raise TypeError(f"SpmdType: type on axis {axis!r} must be one of R, I, V, P "
+                                f"or S(i), got {t!r}")
+        spec = self.partition_spec
+        if spec is None:
+            return
+        if not isinstance(spec, PartitionSpec):
+            if not isinstance(spec, tuple):
+                raise TypeError(f"SpmdType: partition_spec must be a PartitionSpec, got "
+                                f"{type(spec).__name__}")
+            object.__setattr__(self, "partition_spec", PartitionSpec(*spec))
+            spec = self.partition_spec
+        if has_shard:
+            raise SpmdTypeError("SpmdType: S(i) entries in local_type cannot be combined with "
+                                "an explicit partition_spec")
+        for e in spec:
+            for a in () if e is None else e if isinstance(e, tuple) else (e,):
+                t = self._lookup(a)
+                if t is not None and t is not V:
+                    raise SpmdTypeError(f"SpmdType: axis {a!r} appears in the partition_spec "
+                                        f"but its local type is {t!r}, not V")
+
+    def _lookup(self, axis):
+        if axis in self.local_type:
+            return self.local_type[axis]
+        try:
+            a = normalize_axis(axis)
+            for k, t in self.local_type.items():
+                if normalize_axis(k) is a:
+                    return t
+        except (SpmdTypeError, TypeError):
+            pass
+        return None

@@ -1,0 +1,89 @@
+"""Instructions per op, end to end through Python and the dispatcher:
+plain vs cspmd-checked, counted by callgrind in one process.
+
+Run under ``valgrind --tool=callgrind --instr-atstart=no`` (benchmarks/run
+does): instrumentation starts after the imports; each loop of N calls is
+bracketed by zero/dump client requests (build/benchmarks/libcg_ctl.so), and
+instructions per op = (Ir(loop) - Ir(empty loop)) / N.  Writes
+results/callgrind.json (needs the dump files: --callgrind-out-file=DIR/cg).
+"""
+
+import ctypes
+import glob
+import os
+import re
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import common
+
+OPS = ["add", "view", "layer_norm"]
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    out_prefix = sys.argv[2] if len(sys.argv) > 2 else None
+    torch.set_num_threads(1)
+    import cspmd
+    import cspmd.checker
+    cg = ctypes.CDLL(os.path.join(common.BUILD, "benchmarks", "libcg_ctl.so"))
+    mesh, dp, tp = common.fake_mesh()
+    R, V = cspmd.R, cspmd.V
+
+    def typed(*shape, t=V):
+        x = torch.randn(*shape)
+        cspmd.assert_type(x, {dp: R, tp: t})
+        return x
+
+    with cspmd.set_current_mesh(mesh), cspmd.checker.typecheck():
+        a, b, m, w = typed(8), typed(8), typed(8, 8), typed(8, t=R)
+    fns = {"empty": lambda: None, "add": lambda: torch.add(a, b),
+           "view": lambda: m.view(64),
+           "layer_norm": lambda: F.layer_norm(m, (8,), w, w)}
+
+    def loop(f, k):
+        for _ in range(k):
+            f()
+
+    cg.cg_start()
+    names = []
+    for checked in (False, True):
+        for name, f in fns.items():
+            if checked and name == "empty":
+                continue
+            tag = f"{name}.{'checked' if checked else 'plain'}"
+            with cspmd.set_current_mesh(mesh):
+                ctx = cspmd.checker.typecheck() if checked else common.nothing()
+                with ctx:
+                    loop(f, 200)          # warm up
+                    cg.cg_zero()
+                    loop(f, n)
+                    cg.cg_dump(tag.encode())
+            names.append(tag)
+    cg.cg_stop()
+    if out_prefix is None:
+        return
+    totals = {}
+    for path in glob.glob(out_prefix + "*"):
+        with open(path) as fh:
+            text = fh.read()
+        m = re.search(r"Client Request: (\S+)", text)
+        t = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
+        if m and t:
+            totals[m.group(1)] = int(t.group(1))
+    base = totals["empty.plain"]
+    res = {}
+    for op in OPS:
+        plain = (totals[f"{op}.plain"] - base) / n
+        checked = (totals[f"{op}.checked"] - base) / n
+        res[op] = {"plain": plain, "checked": checked, "overhead": checked - plain}
+        print(f"{op:12s} plain {plain:9.0f}  checked {checked:9.0f}  "
+              f"overhead {checked - plain:7.0f} instructions/op")
+    infer = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3].isdigit() else None
+    common.save("callgrind", {"n": n, "instructions_per_op": res, "infer": infer})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+/*
+ * raw.c -- typing of raw torch.distributed collectives reached inside a
+ * checked region (SPEC 3.11): c10d's in-place ops (dist.all_reduce, ...) and
+ * the _c10d_functional ops, and the registry that maps a process group's
+ * name to its mesh axis.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cspmd.h"
+
+/* ---- group name -> axis ------------------------------------------------ */
+
+#define GROUPS_MAX 1024
+#define GROUP_NAME_MAX 128
+
+typedef struct group_entry {
+    char name[GROUP_NAME_MAX];
+    cspmd_axis_t axis;
+} group_entry_t;
+
+static group_entry_t groups[GROUPS_MAX];
+static int ngroups;
+static pthread_mutex_t groups_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+cspmd_status_t cspmd_group_bind(const char *name, cspmd_axis_t axis)
+{
+    if (name == NULL || name[0] == '\0' || strlen(name) >= GROUP_NAME_MAX)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_group_bind: bad group name");
+    if (cspmd_axis_size(axis) == 0)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_group_bind: unknown axis id %u",
+                               (unsigned)axis);
+    cspmd_status_t st = CSPMD_OK;
+    pthread_mutex_lock(&groups_mutex);
+    int i;
+    for (i = 0; i < ngroups; i++)
+        if (strcmp(groups[i].name, name) == 0)
+            break;
+    if (i == ngroups && ngroups == GROUPS_MAX) {
+        st = cspmd_error_set(CSPMD_ERR_NOMEM, "cspmd: the group table is full (%d entries)",
+                             GROUPS_MAX);
+    } else {
+        if (i == ngroups) {
+            snprintf(groups[i].name, GROUP_NAME_MAX, "%s", name);
+            ngroups++;
+        }
+        groups[i].axis = axis; /* a group name re-used for a new group rebinds */
+    }
+    pthread_mutex_unlock(&groups_mutex);
+    return st;
+}
+
+int cspmd_group_axis(const char *name, cspmd_axis_t *axis)
+{
+    int found = 0;
+    if (name == NULL || axis == NULL)
+        return 0;
+    pthread_mutex_lock(&groups_mutex); /* collectives are not on the per-op hot path */
+    for (int i = 0; i < ngroups; i++)
+        if (strcmp(groups[i].name, name) == 0) {
+            *axis = groups[i].axis;
+            found = 1;
+            break;
+        }
+    pthread_mutex_unlock(&groups_mutex);
+    return found;
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+#define NO_ARG (-1)
+#define RI (-2) /* output must be R or I */
+
+static const cspmd_raw_rule_t raw_rules[] = {
+    /* name, fn (for messages), in arg, out arg, src, dst, effect, outputs are a list */
+    {"c10d::allreduce_", "all_reduce", 0, NO_ARG, CSPMD_LT_P, CSPMD_LT_R, CSPMD_RAW_SET_INPUT, 0},
+    {"c10d::_allgather_base_", "all_gather_into_tensor", 1, 0, CSPMD_LT_V, RI, CSPMD_RAW_CHECK, 0},
+    {"c10d::allgather_into_tensor_coalesced_", "all_gather_into_tensor", 1, 0, CSPMD_LT_V, RI,
+     CSPMD_RAW_CHECK, 1},
+    {"c10d::allgather_", "all_gather", 1, 0, CSPMD_LT_V, RI, CSPMD_RAW_CHECK, 1},
+    {"c10d::_reduce_scatter_base_", "reduce_scatter_tensor", 1, 0, CSPMD_LT_P, CSPMD_LT_V,
+     CSPMD_RAW_CHECK, 0},
+    {"c10d::reduce_scatter_tensor_coalesced_", "reduce_scatter_tensor", 1, 0, CSPMD_LT_P,
+     CSPMD_LT_V, CSPMD_RAW_CHECK, 1},
+    {"c10d::alltoall_base_", "all_to_all_single", 1, 0, CSPMD_LT_V, CSPMD_LT_V, CSPMD_RAW_CHECK, 0},
+    {"c10d::barrier", "barrier", NO_ARG, NO_ARG, 0, 0, CSPMD_RAW_PASS, 0},
+    {"c10d::monitored_barrier_", "monitored_barrier", NO_ARG, NO_ARG, 0, 0, CSPMD_RAW_PASS, 0},
+    {"c10d::allgather_coalesced_", "all_gather_coalesced", 0, 0, 0, 0, CSPMD_RAW_UNSUPPORTED, 0},
+    {"c10d::allreduce_coalesced_", "all_reduce_coalesced", 0, 0, 0, 0, CSPMD_RAW_UNSUPPORTED, 0},
+    {"c10d::alltoall_", "all_to_all", 0, 0, 0, 0, CSPMD_RAW_UNSUPPORTED, 0},
+    {"c10d::broadcast_", "broadcast", 0, 0, 0, 0, CSPMD_RAW_UNSUPPORTED, 0},
+    {"c10d::gather_", "gather", 0, 0, 0, 0, CSPMD_RAW_UNSUPPORTED, 0},
+    {"c10d::reduce_", "reduce", 0, 0, 0, 0, CSPMD_RAW_UNSUPPORTED, 0},
+    {"c10d::reduce_scatter_", "reduce_scatter", 0, 0, 0, 0, CSPMD_RAW_UNSUPPORTED, 0},
+    {"c10d::scatter_", "scatter", 0, 0, 0, 0, CSPMD_RAW_UNSUPPORTED, 0},
+    {"c10d::send", "send", 0, 0, 0, 0, CSPMD_RAW_UNSUPPORTED, 0},
+    {"c10d::recv_", "recv", 0, 0, 0, 0, CSPMD_RAW_UNSUPPORTED, 0},
+    {"c10d::recv_any_source_", "recv", 0, 0, 0, 0, CSPMD_RAW_UNSUPPORTED, 0},
+    /* The functional collectives return new tensors: their type is inferred. */
+    {"_c10d_functional::all_reduce", "all_reduce", 0, NO_ARG, CSPMD_LT_P, CSPMD_LT_R,
+     CSPMD_RAW_SET_RESULT, 0},
+    {"_c10d_functional::all_reduce_", "all_reduce", 0, NO_ARG, CSPMD_LT_P, CSPMD_LT_R,
+     CSPMD_RAW_SET_INPUT, 0},
+    {"_c10d_functional::all_gather_into_tensor", "all_gather_into_tensor", 0, NO_ARG, CSPMD_LT_V,
+     CSPMD_LT_R, CSPMD_RAW_SET_RESULT, 0},
+    {"_c10d_functional::reduce_scatter_tensor", "reduce_scatter_tensor", 0, NO_ARG, CSPMD_LT_P,
+     CSPMD_LT_V, CSPMD_RAW_SET_RESULT, 0},
+    {"_c10d_functional::all_to_all_single", "all_to_all_single", 0, NO_ARG, CSPMD_LT_V,
+     CSPMD_LT_V, CSPMD_RAW_SET_RESULT, 0},
+};
+
+int cspmd_raw_rule_count(void)
+{
+    return (int)(sizeof raw_rules / sizeof raw_rules[0]);
+}
+
+const cspmd_raw_rule_t *cspmd_raw_rule(int i)
+{
+    return i >= 0 && i < cspmd_raw_rule_count() ? &raw_rules[i] : NULL;
+}
+
+const cspmd_raw_rule_t *cspmd_raw_rule_find(const char *name)
+{
+    for (int i = 0; name && i < cspmd_raw_rule_count(); i++)
+        if (strcmp(raw_rules[i].name, name) == 0)
+            return &raw_rules[i];
+    return NULL;
+}
+
+/* ---- checks --------------------------------------------------------------- */
+
+cspmd_status_t cspmd_raw_check_input(const cspmd_raw_rule_t *r, cspmd_axis_t axis,
+                                     cspmd_type_t in, cspmd_type_t *out)
+{
+    if (r == NULL || out == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_raw_check_input: NULL argument");
+    if (r->effect == CSPMD_RAW_UNSUPPORTED)
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "cspmd: type checking for raw torch.distributed.%s is not yet "
+                               "implemented; use the cspmd wrapper instead",
+                               r->fn);
+    *out = in;
+    cspmd_ltype_t t = cspmd_type_get(in, axis);
+    if (cspmd_axis_size(axis) <= 1)
+        return CSPMD_OK;
+    if (t == CSPMD_LT_NONE) {
+        if (!cspmd_checker_strict())
+            return in == CSPMD_TYPE_UNTYPED || r->effect != CSPMD_RAW_SET_INPUT
+                       ? CSPMD_OK
+                       : cspmd_type_with(in, axis, (cspmd_ltype_t)r->dst, out);
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "%s: tensor has no type for axis %s. Use assert_type() to annotate "
+                               "the tensor on this axis before calling collectives.",
+                               r->fn, cspmd_axis_display(axis, 0));
+    }
+    if (t != (cspmd_ltype_t)r->src && !(t == CSPMD_LT_V && r->src == CSPMD_LT_P))
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s: expected input type %s on axis %s, got %s",
+                               r->fn, cspmd_ltype_long((cspmd_ltype_t)r->src), cspmd_axis_display(axis, 0),
+                               cspmd_ltype_long(t));
+    if (r->effect == CSPMD_RAW_SET_INPUT || r->effect == CSPMD_RAW_SET_RESULT)
+        return cspmd_type_with(in, axis, (cspmd_ltype_t)r->dst, out);
+    return CSPMD_OK;
+}
+
+cspmd_status_t cspmd_raw_check_output(const cspmd_raw_rule_t *r, cspmd_axis_t axis,
+                                      cspmd_type_t out_type, int list_index)
+{
+    if (r == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_raw_check_output: NULL argument");
+    if (r->out_arg < 0 || cspmd_axis_size(axis) <= 1)
+        return CSPMD_OK;
+    char what[48];
+    if (list_index >= 0)
+        snprintf(what, sizeof what, "output tensor_list[%d]", list_index);
+    else
+        snprintf(what, sizeof what, "output tensor");
+    cspmd_ltype_t t = cspmd_type_get(out_type, axis);
+    if (t == CSPMD_LT_NONE) {
+        if (!cspmd_checker_strict())
+            return CSPMD_OK;
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "%s: %s has no type for axis %s. Annotate it with assert_type() "
+                               "before calling the collective.",
+                               r->fn, what, cspmd_axis_display(axis, 0));
+    }
+    int ok = r->dst == RI ? (t == CSPMD_LT_R || t == CSPMD_LT_I) : t == (cspmd_ltype_t)r->dst;
+    if (ok)
+        return CSPMD_OK;
+    if (r->dst == RI)
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "%s: expected %s type %s/%s on axis %s, got %s", r->fn, what,
+                               cspmd_ltype_long(CSPMD_LT_R), cspmd_ltype_long(CSPMD_LT_I),
+                               cspmd_axis_display(axis, 0), cspmd_ltype_long(t));
+    return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s: expected %s type %s on axis %s, got %s",
+                           r->fn, what, cspmd_ltype_long((cspmd_ltype_t)r->dst),
+                           cspmd_axis_display(axis, 0), cspmd_ltype_long(t));
+}

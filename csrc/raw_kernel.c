@@ -1,0 +1,96 @@
+/*
+ * raw_kernel.c -- raw torch.distributed collectives in a checked region.
+ *
+ * The group's mesh axis comes from the core's group registry (the Python
+ * front binds each group it sees).  The input must have the rule's src type
+ * on that axis; pre-annotated outputs must have its dst type; in-place
+ * reductions retype their input (no mutation check, as SPEC 3.11 says) and
+ * functional ones type their result.  Checked before the collective runs.
+ */
+#include <stdio.h>
+
+#include "cspmd.h"
+#include "raw_kernel.h"
+
+static cspmd_status_t with_site(cspmd_status_t st, const cspmd_call_t *call)
+{
+    char where[512];
+    static _Thread_local char msg[4096];
+    if (cspmd_python_user_frame(where, sizeof where) == 0)
+        return st;
+    snprintf(msg, sizeof msg, "%s\n\n  In %s(...)\n  at %s", cspmd_last_error(),
+             cspmd_call_op_name(call), where);
+    return cspmd_error_set(st, "%s", msg);
+}
+
+cspmd_status_t cspmd_raw_kernel_run(cspmd_call_t *call, const cspmd_raw_rule_t *r)
+{
+    if (r->effect == CSPMD_RAW_PASS)
+        return cspmd_call_redispatch(call);
+    if (r->effect == CSPMD_RAW_UNSUPPORTED) {
+        cspmd_type_t unused;
+        return with_site(cspmd_raw_check_input(r, CSPMD_AXIS_TRIVIAL, 0, &unused), call);
+    }
+    char group[160];
+    cspmd_axis_t axis = CSPMD_AXIS_TRIVIAL;
+    cspmd_args_t args;
+    cspmd_status_t st = cspmd_call_args(call, &args);
+    if (st != CSPMD_OK)
+        return st;
+    /* Like any op over untyped tensors only (DTensor's own redistributions
+     * of its local tensors, say), a collective of untyped data is not
+     * checked. */
+    int typed = 0;
+    for (int i = 0; i < args.ntensors; i++)
+        typed |= args.tensors[i].type != CSPMD_TYPE_UNTYPED;
+    if (!typed)
+        return cspmd_call_redispatch(call);
+    if (!cspmd_call_group_name(call, group, sizeof group) || !cspmd_group_axis(group, &axis)) {
+        if (!cspmd_checker_strict())
+            return cspmd_call_redispatch(call);
+        return with_site(
+            cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                            "%s: process group '%s' is not known to cspmd, so its mesh axis is "
+                            "unknown. Annotate a tensor with it first (assert_type(x, {group: "
+                            "...})) or use cspmd's collectives.",
+                            r->fn, group),
+            call);
+    }
+
+    cspmd_type_t after[64];
+    cspmd_type_t first_after = CSPMD_TYPE_UNTYPED;
+    int nin = 0, nout = 0;
+    for (int i = 0; i < args.ntensors; i++) {
+        const cspmd_tensor_ref_t *t = &args.tensors[i];
+        if (t->arg == r->in_arg) {
+            st = cspmd_raw_check_input(r, axis, t->type, &after[i]);
+            if (st != CSPMD_OK)
+                return with_site(st, call);
+            if (nin++ == 0)
+                first_after = after[i];
+        } else if (t->arg == r->out_arg) {
+            st = cspmd_raw_check_output(r, axis, t->type, r->out_is_list ? nout : -1);
+            nout++;
+            if (st != CSPMD_OK)
+                return with_site(st, call);
+        }
+    }
+
+    st = cspmd_call_redispatch(call);
+    if (st != CSPMD_OK)
+        return st;
+    if (r->effect == CSPMD_RAW_SET_INPUT) {
+        for (int i = 0; i < args.ntensors; i++)
+            if (args.tensors[i].arg == r->in_arg && after[i] != args.tensors[i].type)
+                (void)cspmd_tensor_set_type(args.tensors[i].tensor, after[i]);
+    }
+    if (r->effect == CSPMD_RAW_SET_RESULT || r->effect == CSPMD_RAW_SET_INPUT) {
+        cspmd_args_t results;
+        st = cspmd_call_results(call, &results);
+        if (st != CSPMD_OK)
+            return st;
+        for (int i = 0; i < results.ntensors; i++)
+            (void)cspmd_tensor_set_type(results.tensors[i].tensor, first_after);
+    }
+    return CSPMD_OK;
+}

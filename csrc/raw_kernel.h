@@ -1,0 +1,22 @@
+/*
+ * raw_kernel.h -- the kernel for raw torch.distributed collectives reached
+ * inside a checked region (SPEC 3.11), over the core's raw rules.
+ */
+#ifndef CSPMD_RAW_KERNEL_H
+#define CSPMD_RAW_KERNEL_H
+
+#include "torch/shim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Check the call's input (and pre-annotated outputs) on the group's axis,
+ * run it with the key off, and type what the rule says. */
+cspmd_status_t cspmd_raw_kernel_run(cspmd_call_t *call, const cspmd_raw_rule_t *rule);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CSPMD_RAW_KERNEL_H */

@@ -1,0 +1,117 @@
+/* Raw torch.distributed collectives (csrc/raw.c, SPEC 3.11): the group
+ * registry and the input/output rules. */
+#include <string.h>
+
+#include "cspmd.h"
+#include "infer_helpers.h"
+#include "suites.h"
+
+static void setup(void)
+{
+    h_setup();
+}
+
+static void teardown(void)
+{
+    h_teardown();
+}
+
+START_TEST(test_group_registry)
+{
+    cspmd_axis_t a = 0;
+    ck_assert_int_eq(cspmd_group_axis("nope", &a), 0);
+    ck_assert_int_eq(cspmd_group_bind("7", TP), CSPMD_OK);
+    ck_assert_int_eq(cspmd_group_axis("7", &a), 1);
+    ck_assert_uint_eq(a, TP);
+    ck_assert_int_eq(cspmd_group_bind("7", DP), CSPMD_OK); /* rebinding replaces */
+    cspmd_group_axis("7", &a);
+    ck_assert_uint_eq(a, DP);
+    ck_assert_int_eq(cspmd_group_bind("", TP), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_group_bind(NULL, TP), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_group_bind("8", 77777u), CSPMD_ERR_MISUSE);
+}
+END_TEST
+
+START_TEST(test_rule_table)
+{
+    ck_assert_ptr_null(cspmd_raw_rule_find("aten::add"));
+    const cspmd_raw_rule_t *r = cspmd_raw_rule_find("c10d::allreduce_");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(r->fn, "all_reduce");
+    ck_assert_int_eq(r->effect, CSPMD_RAW_SET_INPUT);
+    ck_assert_int_eq(cspmd_raw_rule_find("c10d::barrier")->effect, CSPMD_RAW_PASS);
+    ck_assert_int_eq(cspmd_raw_rule_find("c10d::broadcast_")->effect, CSPMD_RAW_UNSUPPORTED);
+    for (int i = 0; i < cspmd_raw_rule_count(); i++)
+        ck_assert_ptr_eq(cspmd_raw_rule_find(cspmd_raw_rule(i)->name), cspmd_raw_rule(i));
+    ck_assert_ptr_null(cspmd_raw_rule(-1));
+    ck_assert_ptr_null(cspmd_raw_rule(cspmd_raw_rule_count()));
+}
+END_TEST
+
+START_TEST(test_all_reduce_input)
+{
+    const cspmd_raw_rule_t *r = cspmd_raw_rule_find("c10d::allreduce_");
+    cspmd_type_t out = 0;
+    ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, LP), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LR, LR)); /* P -> R on the group's axis only */
+    ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, LV), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LR, LR));
+    ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, LR), &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "all_reduce: expected input type "
+                                         "PerMeshAxisLocalSpmdType.P on axis tp, got "
+                                         "PerMeshAxisLocalSpmdType.R");
+    ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, NONE), &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "all_reduce: tensor has no type for axis tp"));
+    cspmd_checker_set(1, 0); /* permissive: the P -> R write still happens on typed inputs */
+    ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, NONE), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LR, LR));
+    ck_assert_int_eq(cspmd_raw_check_input(r, TP, CSPMD_TYPE_UNTYPED, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, CSPMD_TYPE_UNTYPED);
+}
+END_TEST
+
+START_TEST(test_outputs_and_unsupported)
+{
+    const cspmd_raw_rule_t *g = cspmd_raw_rule_find("c10d::_allgather_base_");
+    cspmd_type_t out = 0;
+    ck_assert_int_eq(cspmd_raw_check_input(g, TP, ty(LR, LV), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LR, LV)); /* checks only: nothing is set */
+    ck_assert_int_eq(cspmd_raw_check_output(g, TP, ty(LR, LR), -1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_raw_check_output(g, TP, ty(LR, LI), -1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_raw_check_output(g, TP, ty(LR, LV), -1), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(),
+                     "all_gather_into_tensor: expected output tensor type "
+                     "PerMeshAxisLocalSpmdType.R/PerMeshAxisLocalSpmdType.I on axis tp, got "
+                     "PerMeshAxisLocalSpmdType.V");
+    const cspmd_raw_rule_t *l = cspmd_raw_rule_find("c10d::allgather_");
+    ck_assert_int_eq(cspmd_raw_check_output(l, TP, ty(LR, LP), 2), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "expected output tensor_list[2] type"));
+    ck_assert_int_eq(cspmd_raw_check_output(l, TP, ty(LR, NONE), 0), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "output tensor_list[0] has no type"));
+    const cspmd_raw_rule_t *rs = cspmd_raw_rule_find("c10d::_reduce_scatter_base_");
+    ck_assert_int_eq(cspmd_raw_check_output(rs, TP, ty(LR, LV), -1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_raw_check_output(rs, TP, ty(LR, LR), -1), CSPMD_ERR_SPMD_TYPE);
+    const cspmd_raw_rule_t *b = cspmd_raw_rule_find("c10d::broadcast_");
+    ck_assert_int_eq(cspmd_raw_check_input(b, TP, ty(LR, LR), &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "cspmd: type checking for raw torch.distributed."
+                                         "broadcast is not yet implemented; use the cspmd "
+                                         "wrapper instead");
+    /* Functional: the result gets the input's type with the axis at dst. */
+    const cspmd_raw_rule_t *f = cspmd_raw_rule_find("_c10d_functional::reduce_scatter_tensor");
+    ck_assert_int_eq(cspmd_raw_check_input(f, TP, ty(LV, LP), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LV, LV));
+}
+END_TEST
+
+Suite *suite_raw(void)
+{
+    Suite *s = suite_create("raw");
+    TCase *tc = tcase_create("raw");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_group_registry);
+    tcase_add_test(tc, test_rule_table);
+    tcase_add_test(tc, test_all_reduce_input);
+    tcase_add_test(tc, test_outputs_and_unsupported);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,51 @@
+"""Every ```python block of docs/*.md runs, each in a fresh interpreter."""
+
+import concurrent.futures
+import glob
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
+
+
+def _blocks():
+    out = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))):
+        with open(path) as f:
+            text = f.read()
+        for i, m in enumerate(_BLOCK.finditer(text)):
+            line = text.count("\n", 0, m.start()) + 1
+            out.append(pytest.param(m.group(1), id=f"{os.path.basename(path)}:{line}"))
+    return out
+
+
+BLOCKS = _blocks()
+
+
+def test_docs_have_blocks():
+    assert len(BLOCKS) >= 10
+
+
+def _run(code):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env=dict(os.environ))
+
+
+@pytest.fixture(scope="module")
+def results():
+    """Run every block once, several at a time (each one imports torch)."""
+    codes = [p.values[0] for p in BLOCKS]
+    workers = max(2, min(8, os.cpu_count() or 2))
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        return dict(zip(codes, pool.map(_run, codes)))
+
+
+@pytest.mark.parametrize("code", BLOCKS)
+def test_doc_block_runs(code, results):
+    proc = results[code]
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,302 @@
+"""The DTensor bridge (SPEC 4.10, 1.5): placements <-> local SPMD types,
+``spmd_redistribute`` on DTensors, and the typing of ``DTensor.to_local()``
+/ ``DTensor.from_local()`` inside ``typecheck()``.
+
+``torch.distributed.tensor`` is imported lazily, so ``import cspmd`` stays
+cheap; the to_local/from_local hooks are installed when the first
+``typecheck()`` region starts and removed when the last one ends.
+"""
+
+from typing import Sequence, Union
+
+import torch
+
+from .checker import _register_patch, is_type_checking, no_typecheck
+from .mesh import MeshAxis
+from .types import I, P, R, S, Shard, V
+
+__all__ = ["dtensor_placement_to_spmd_type", "spmd_type_to_dtensor_placement",
+           "spmd_redistribute", "TensorSharding", "DimSharding"]
+
+
+# ---- TensorSharding (SPEC 1.5) -------------------------------------------
+
+#: Sharding of one tensor dim: None (replicated), one mesh-dim name, or a
+#: sequence of names (major to minor).
+DimSharding = Union[None, str, Sequence[str]]
+
+
+def _normalize_dim_sharding(d, what="dim sharding"):
+    if d is None:
+        return ()
+    if isinstance(d, str):
+        return (d,)
+    if isinstance(d, (list, tuple)) and all(isinstance(n, str) for n in d):
+        return tuple(d)
+    raise TypeError(f"{what} must be None, a mesh dim name or a sequence of names, got {d!r}")
+
+
+class TensorSharding:
+    """Per tensor dim, the DeviceMesh dim names it is sharded on.
+
+    Tuple-like, but a pytree *leaf*; equal to a plain tuple with the same
+    entries; supports ``+``.
+
+    >>> TensorSharding("tp", None) == ("tp", None)
+    True
+    >>> TensorSharding("dp") + TensorSharding(None, "tp")
+    TensorSharding('dp', None, 'tp')
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, *dim_shardings):
+        for i, d in enumerate(dim_shardings):
+            _normalize_dim_sharding(d, f"TensorSharding entry {i}")
+        object.__setattr__(self, "_values", tuple(dim_shardings))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("TensorSharding is immutable")
+
+    def __repr__(self):
+        return f"TensorSharding({repr(self._values)[1:-1].rstrip(',')})"
+
+    def __getitem__(self, i):
+        return self._values[i]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self):
+        return len(self._values)
+
+    def __eq__(self, other):
+        if isinstance(other, TensorSharding):
+            return self._values == other._values
+        if isinstance(other, tuple):
+            return self._values == other
+        return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self):
+        return hash(self._values)
+
+    def __add__(self, other):
+        if isinstance(other, (TensorSharding, tuple)):
+            return TensorSharding(*self._values, *tuple(other))
+        return NotImplemented
+
+    def __radd__(self, other):
+        if isinstance(other, tuple):
+            return TensorSharding(*other, *self._values)
+        return NotImplemented
+
+
+# ---- placements <-> types --------------------------------------------------
+
+def _placements():
+    from torch.distributed.tensor import Partial, Replicate
+    from torch.distributed.tensor import Shard as DtShard
+    return Replicate, DtShard, Partial
+
+
+def dtensor_placement_to_spmd_type(placement, grad_placement=None):
+    """The cspmd type of a DTensor placement: Replicate -> R if
+    ``grad_placement`` is Partial, else I; Shard(d) -> S(d); Partial -> P.
+
+    >>> from torch.distributed.tensor import Replicate, Partial
+    >>> dtensor_placement_to_spmd_type(Replicate()), dtensor_placement_to_spmd_type(Replicate(), Partial())
+    (I, R)
+    """
+    Replicate, DtShard, Partial = _placements()
+    if isinstance(placement, Replicate):
+        return R if isinstance(grad_placement, Partial) else I
+    if isinstance(placement, DtShard):
+        return S(placement.dim)
+    if isinstance(placement, Partial):
+        return P
+    raise ValueError(f"dtensor_placement_to_spmd_type: unknown DTensor placement {placement!r}")
+
+
+def spmd_type_to_dtensor_placement(t):
+    """The DTensor placement of a cspmd type: R/I -> Replicate(), S(d) ->
+    Shard(d), P -> Partial(); V has no placement (use S(dim)).
+
+    >>> spmd_type_to_dtensor_placement(S(0))
+    Shard(dim=0)
+    """
+    Replicate, DtShard, Partial = _placements()
+    if t is R or t is I:
+        return Replicate()
+    if isinstance(t, Shard):
+        return DtShard(t.dim)
+    if t is P:
+        return Partial()
+    if t is V:
+        raise ValueError("Cannot convert plain Varying to a DTensor placement. Use S(dim) to "
+                         "specify which tensor dimension is sharded.")
+    raise ValueError(f"spmd_type_to_dtensor_placement: expected R, I, V, P or S(i), got {t!r}")
+
+
+def _local_type_of(mesh, placements, grad_placements):
+    """``{MeshAxis: R|I|V|P}`` of a DTensor's local tensor."""
+    if grad_placements is None:
+        _, _, Partial = _placements()
+        from torch.distributed.tensor import Replicate
+        grad_placements = [Replicate() if isinstance(p, Partial) else p for p in placements]
+    out = {}
+    for i, (p, g) in enumerate(zip(placements, grad_placements)):
+        t = dtensor_placement_to_spmd_type(p, g)
+        out[MeshAxis.of(mesh.get_group(i))] = V if isinstance(t, Shard) else t
+    return out
+
+
+# ---- to_local / from_local under typecheck() (SPEC 4.10) ---------------------
+
+_saved = {}
+
+
+def _hook_on():
+    if not torch.distributed.is_available():
+        return
+    from torch.distributed.tensor import _api
+    from .runtime import assert_type
+
+    to_cls, from_cls = _api._ToTorchTensor, _api._FromTorchTensor
+    orig_to, orig_from = to_cls.apply, from_cls.apply
+    _saved["to"] = (to_cls, "apply" in to_cls.__dict__, to_cls.__dict__.get("apply"))
+    _saved["from"] = (from_cls, "apply" in from_cls.__dict__, from_cls.__dict__.get("apply"))
+
+    def to_local(dt, grad_placements=None, *rest):
+        # _ToTorchTensor.apply(dtensor, grad_placements)
+        if not is_type_checking():
+            return orig_to(dt, grad_placements, *rest)
+        with no_typecheck():
+            result = orig_to(dt, grad_placements, *rest)
+        assert_type(result, _local_type_of(dt.device_mesh, dt.placements, grad_placements))
+        return result
+
+    def from_local(t, mesh, placements, *rest):
+        # _FromTorchTensor.apply(input, mesh, placements, run_check, shape, stride,
+        #                        grad_placements)
+        if not is_type_checking():
+            return orig_from(t, mesh, placements, *rest)
+        grad_placements = rest[3] if len(rest) > 3 else None
+        assert_type(t, _local_type_of(mesh, placements, grad_placements))
+        with no_typecheck():
+            return orig_from(t, mesh, placements, *rest)
+
+    to_cls.apply = staticmethod(to_local)
+    from_cls.apply = staticmethod(from_local)
+
+
+def _hook_off():
+    for key in ("to", "from"):
+        entry = _saved.pop(key, None)
+        if entry is None:
+            continue
+        cls, had, value = entry
+        if had:
+            cls.apply = value
+        else:
+            del cls.apply
+
+
+_register_patch(_hook_on, _hook_off)
+
+
+# ---- spmd_redistribute ---------------------------------------------------------
+
+def _stamped(local, mesh, names, types):
+    """An alias of ``local`` typed ``{axis of mesh dim n: types[n]}`` (S -> V):
+    a DTensor's local tensor carries no type of its own."""
+    from ._lib import ops
+    from .runtime import _type_id
+    with no_typecheck():
+        alias = local.view_as(local)
+    t = {MeshAxis.of(mesh.get_group(i)): V if isinstance(types[n], Shard) else types[n]
+         for i, n in enumerate(names)}
+    ops.set_type(alias, _type_id(t, alias.dim()))
+    return alias
+
+
+def _apply_transitions(local, mesh, names, transitions, start_types):
+    from .collectives import redistribute
+    local = _stamped(local, mesh, names, start_types)
+    for name, (src, dst) in transitions:
+        local = redistribute(local, mesh.get_group(names.index(name)), src=src, dst=dst)
+    return local
+
+
+class _SpmdRedistribute(torch.autograd.Function):
+    """One autograd node: forward applies the per-mesh-dim transitions to the
+    local tensor; backward applies them reversed (dst -> src, last first) and
+    re-wraps the gradient as a DTensor with the source placements."""
+
+    @staticmethod
+    def forward(ctx, x, mesh, names, transitions, src_types, dst_types):
+        ctx.mesh, ctx.names, ctx.placements = mesh, names, tuple(x.placements)
+        ctx.back = [(n, (d, s)) for n, (s, d) in reversed(transitions)]
+        ctx.dst_types = dst_types
+        return _apply_transitions(x._local_tensor, mesh, names, transitions, src_types)
+
+    @staticmethod
+    def backward(ctx, grad):
+        from torch.distributed.tensor import DTensor
+        if isinstance(grad, DTensor):
+            grad = grad._local_tensor
+        grad = _apply_transitions(grad, ctx.mesh, ctx.names, ctx.back, ctx.dst_types)
+        with no_typecheck():
+            grad = DTensor.from_local(grad, ctx.mesh, ctx.placements, run_check=False)
+        return grad, None, None, None, None, None
+
+
+def spmd_redistribute(x, src, dst):
+    """Redistribute a DTensor from sharding ``src`` to ``dst`` (TensorSharding
+    or plain tuples of mesh-dim names) with cspmd's collectives, one mesh dim
+    at a time, in mesh order.  Mesh dims absent from a sharding are
+    Replicate.  A tensor dim whose multi-axis sharding changes raises
+    NotImplementedError.  P and I cannot be expressed.
+
+    >>> y = spmd_redistribute(x, TensorSharding("tp"), TensorSharding())  # doctest: +SKIP
+    """
+    from itertools import zip_longest
+
+    from torch.distributed.tensor import DTensor
+
+    if not isinstance(x, DTensor):
+        raise TypeError(f"spmd_redistribute: x must be a DTensor, got {type(x).__name__}")
+    for what, sh in (("src", src), ("dst", dst)):
+        if not isinstance(sh, (TensorSharding, tuple, list)):
+            raise TypeError(f"spmd_redistribute: {what} must be a TensorSharding, got "
+                            f"{type(sh).__name__}")
+    mesh = x.device_mesh
+    if not mesh.mesh_dim_names:
+        raise ValueError("spmd_redistribute: the DTensor's mesh needs mesh_dim_names")
+    names = list(mesh.mesh_dim_names)
+    src_t, dst_t = {n: R for n in names}, {n: R for n in names}
+    for dim, (s, d) in enumerate(zip_longest(src, dst)):
+        sd = _normalize_dim_sharding(s, f"spmd_redistribute: src entry {dim}")
+        dd = _normalize_dim_sharding(d, f"spmd_redistribute: dst entry {dim}")
+        if sd != dd and (len(sd) > 1 or len(dd) > 1):
+            raise NotImplementedError(
+                f"Multi-axis sharding on a single tensor dim is not yet supported by "
+                f"spmd_redistribute. Tensor dim {dim} changes from {sd!r} to {dd!r}.")
+        for what, table, dims in (("src", src_t, sd), ("dst", dst_t, dd)):
+            for n in dims:
+                if n not in table:
+                    raise ValueError(f"spmd_redistribute: {what} names mesh dim {n!r}, not in "
+                                     f"the DTensor's mesh dims {tuple(names)!r}")
+                table[n] = S(dim)
+    transitions = [(n, (src_t[n], dst_t[n])) for n in names if src_t[n] != dst_t[n]]
+    if not transitions:
+        return x
+    local = _SpmdRedistribute.apply(x, mesh, names, transitions, src_t, dst_t)
+    placements = list(x.placements)
+    for n, (_, d) in transitions:
+        placements[names.index(n)] = spmd_type_to_dtensor_placement(d)
+    with no_typecheck():
+        return DTensor.from_local(local, mesh, tuple(placements), run_check=False)

@@ -1,0 +1,269 @@
+"""Autograd Function registration and module backward hooks (SPEC 4.6, 6.3).
+
+cspmd needs no registration to *check* a custom ``torch.autograd.Function``:
+its forward and backward ops reach the C kernel like any other op, so an
+unregistered Function is checked op by op (the reference raises for it in
+strict mode).  The registration APIs keep their meaning for code written for
+``spmd_types``:
+
+- a ``spmd_typecheck(outputs, *, <forward params>)`` staticmethod on a
+  Function is called after ``Cls.apply`` (outputs already carry the types
+  the kernel inferred; its ``assert_type`` calls refine them);
+- ``register_autograd_function`` with a legacy ``typecheck_forward`` makes
+  ``Cls.apply`` call it instead (it calls ``Cls.apply`` itself, which then
+  runs for real, checked);
+- ``register_decomposition(cls, ref_impl)`` types the Function by its
+  reference implementation: ``ref_impl`` runs, checked, on typed copies of
+  the inputs, the real ``apply`` runs unchecked, and the reference outputs'
+  types are stamped on the real outputs;
+- ``register_local_autograd_function`` marks a Function as typed like an
+  ordinary op, which cspmd does anyway.
+
+``Function.apply`` is patched only while ``typecheck()`` is active.
+"""
+
+import inspect
+import threading
+
+import torch
+
+from ._errors import SpmdTypeError
+from ._lib import ops
+
+__all__ = ["register_autograd_function", "register_decomposition",
+           "register_local_autograd_function", "register_local_backward_hook"]
+
+_typecheck_forward = {}      # cls -> legacy typecheck_forward(*args, **kwargs)
+_local_functions = set()     # classes registered with register_local_autograd_function
+_local_hooks = set()         # hooks registered with register_local_backward_hook
+_tls = threading.local()
+
+
+def _check_function_class(cls, fn):
+    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+        raise TypeError(f"{fn}: expected a torch.autograd.Function subclass, got {cls!r}")
+
+
+def register_autograd_function(cls):
+    """Class decorator: ``cls`` types itself with exactly one of a
+    ``typecheck_forward`` (legacy: replaces ``apply`` while checking) or a
+    ``spmd_typecheck`` staticmethod.  Returns ``cls``.
+
+    >>> @register_autograd_function  # doctest: +SKIP
+    ... class MyFn(torch.autograd.Function): ...
+    """
+    _check_function_class(cls, "register_autograd_function")
+    tf = cls.__dict__.get("typecheck_forward", getattr(cls, "typecheck_forward", None))
+    hook = getattr(cls, "spmd_typecheck", None)
+    if isinstance(tf, staticmethod):
+        tf = tf.__func__
+    if tf is not None and hook is not None:
+        raise TypeError(f"{cls.__name__}: cannot define typecheck_forward together with "
+                        "spmd_typecheck")
+    if tf is None and hook is None:
+        raise TypeError(f"{cls.__name__}: register_autograd_function requires a callable "
+                        "typecheck_forward or spmd_typecheck staticmethod")
+    if tf is not None:
+        if not callable(tf):
+            raise TypeError(f"{cls.__name__}.typecheck_forward must be callable")
+        _typecheck_forward[cls] = tf
+    elif not callable(hook):
+        raise TypeError(f"{cls.__name__}.spmd_typecheck must be callable")
+    return cls
+
+
+def register_local_autograd_function(cls):
+    """Class decorator: ``cls.apply`` is typed like an ordinary op.  cspmd
+    checks every Function's ops anyway; this records the intent.
+
+    >>> @register_local_autograd_function  # doctest: +SKIP
+    ... class Gelu(torch.autograd.Function): ...
+    """
+    _check_function_class(cls, "register_local_autograd_function")
+    _local_functions.add(cls)
+    return cls
+
+
+def register_decomposition(cls, ref_impl=None):
+    """Type ``cls`` by a reference implementation made of ordinary ops.
+
+    ``register_decomposition(Cls, ref)`` returns ``ref``; with one argument
+    it returns a decorator.  While checking, ``Cls.apply(*args)`` runs
+    ``ref(*copies)`` on typed copies of the tensor arguments (checked op by
+    op, so type errors surface there), then the real ``apply`` (unchecked),
+    and stamps each reference output's type and spec on the real output.
+
+    >>> @register_decomposition(FusedGelu)  # doctest: +SKIP
+    ... def gelu_ref(x): return torch.nn.functional.gelu(x)
+    """
+    _check_function_class(cls, "register_decomposition")
+
+    def register(ref):
+        if not callable(ref):
+            raise TypeError(f"register_decomposition: ref_impl must be callable, got "
+                            f"{type(ref).__name__}")
+
+        def typecheck_forward(*args, **kwargs):
+            return _run_decomposition(cls, ref, args, kwargs)
+
+        _typecheck_forward[cls] = typecheck_forward
+        return ref
+
+    return register if ref_impl is None else register(ref_impl)
+
+
+def register_local_backward_hook(fn):
+    """Declare a module backward hook type-neutral (it does not change the
+    gradients' SPMD types); returns ``fn``.  Unregistered full backward hooks
+    and backward pre-hooks raise SpmdTypeError when the module runs under
+    checking.
+
+    >>> @register_local_backward_hook  # doctest: +SKIP
+    ... def log_grad(module, grad_in, grad_out): ...
+    """
+    if not callable(fn):
+        raise TypeError(f"register_local_backward_hook: expected a callable, got "
+                        f"{type(fn).__name__}")
+    _local_hooks.add(fn)
+    return fn
+
+
+# ---- the apply interception (installed by typecheck()) ------------------
+
+_base_apply = torch.autograd.Function.__dict__["apply"]  # a classmethod
+_original_apply = _base_apply.__func__
+_BackwardHook = torch.utils.hooks.BackwardHook
+_orig_setup_input = _BackwardHook.setup_input_hook
+_orig_setup_output = _BackwardHook.setup_output_hook
+
+
+def _copy_typed(x):
+    if not isinstance(x, torch.Tensor):
+        return x
+    from .checker import no_typecheck
+    with no_typecheck():
+        c = x.detach().clone()
+    ops.set_type(c, ops.get_type(x))
+    return c
+
+
+def _run_decomposition(cls, ref, args, kwargs):
+    from torch.utils import _pytree as pytree
+
+    from .checker import no_typecheck
+    from .runtime import assert_type, get_local_type, get_partition_spec, has_local_type
+    copies = pytree.tree_map(_copy_typed, (args, kwargs))
+    with torch.no_grad():
+        ref_out = ref(*copies[0], **copies[1])
+    with no_typecheck():
+        real_out = cls.apply(*args, **kwargs)
+    ref_leaves, ref_spec = pytree.tree_flatten(ref_out)
+    real_leaves, real_spec = pytree.tree_flatten(real_out)
+    if ref_spec != real_spec:
+        raise SpmdTypeError(f"{cls.__name__}: decomposition output tree does not match the real "
+                            f"output tree: {ref_spec} vs {real_spec}")
+    for r, o in zip(ref_leaves, real_leaves):
+        if not isinstance(r, torch.Tensor) or not isinstance(o, torch.Tensor):
+            continue
+        spec = get_partition_spec(r)
+        if not has_local_type(r) and spec is None:
+            continue
+        assert_type(o, get_local_type(r), spec)
+    return real_out
+
+
+def _hook_params(cls, hook):
+    cache = cls.__dict__.get("_cspmd_hook_sig")
+    if cache is not None and cache[0] is hook:
+        return cache[1], cache[2], cache[3]
+    fwd = inspect.signature(cls.forward)
+    base_setup = torch.autograd.function._SingleLevelFunction.setup_context
+    takes_ctx = getattr(cls.setup_context, "__func__", cls.setup_context) is \
+        getattr(base_setup, "__func__", base_setup)
+    hp = list(inspect.signature(hook).parameters.values())[1:]
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in hp)
+    wanted = None if var_kw else [p.name for p in hp
+                                  if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    setattr(cls, "_cspmd_hook_sig", (hook, fwd, takes_ctx, wanted))
+    return fwd, takes_ctx, wanted
+
+
+def _call_hook(cls, hook, outputs, args):
+    fwd, takes_ctx, wanted = _hook_params(cls, hook)
+    bound = fwd.bind(None, *args) if takes_ctx else fwd.bind(*args)
+    bound.apply_defaults()
+    named = dict(bound.arguments)
+    if takes_ctx:
+        named.pop(next(iter(fwd.parameters)), None)
+    if wanted is not None:
+        named = {k: v for k, v in named.items() if k in wanted}
+    hook(outputs, **named)
+
+
+def _checked_apply(cls, *args, **kwargs):
+    from .checker import is_type_checking
+    if not is_type_checking():
+        return _original_apply(cls, *args, **kwargs)
+    tf = _typecheck_forward.get(cls)
+    inside = getattr(_tls, "inside", None)
+    if inside is None:
+        inside = _tls.inside = set()
+    if tf is not None and cls not in inside:
+        inside.add(cls)
+        try:
+            return tf(*args, **kwargs)
+        finally:
+            inside.discard(cls)
+    hook = getattr(cls, "spmd_typecheck", None)
+    if hook is None or cls in inside:
+        return _original_apply(cls, *args, **kwargs)
+    if not callable(hook):
+        raise TypeError(f"{cls.__name__}.spmd_typecheck must be callable")
+    if kwargs:
+        raise TypeError(f"{cls.__name__}.apply() accepts positional arguments only")
+    out = _original_apply(cls, *args)
+    _call_hook(cls, hook, out, args)
+    return out
+
+
+_patched_apply = classmethod(_checked_apply)
+
+
+def _unregistered(hooks):
+    for h in hooks or ():
+        if h not in _local_hooks and getattr(h, "__func__", None) not in _local_hooks:
+            return h
+    return None
+
+
+def _hook_error(h):
+    name = getattr(h, "__qualname__", None) or repr(h)
+    return SpmdTypeError(f"Backward hook '{name}' attached to nn.Module is not registered for "
+                         "SPMD type propagation.  Call register_local_backward_hook(fn) if the "
+                         "hook does not alter gradient SPMD types.")
+
+
+def _setup_input_hook(self, args):
+    from .checker import is_type_checking
+    if is_type_checking():
+        bad = _unregistered(self.user_hooks)
+        if bad is not None:
+            raise _hook_error(bad)
+    return _orig_setup_input(self, args)
+
+
+def _setup_output_hook(self, args):
+    from .checker import is_type_checking
+    if is_type_checking():
+        bad = _unregistered(self.user_pre_hooks)
+        if bad is not None:
+            raise _hook_error(bad)
+    return _orig_setup_output(self, args)
+
+
+def _patch_apply(on):
+    """Install (on) or remove the Function.apply and module-hook checks;
+    called by cspmd.checker under its patch lock."""
+    torch.autograd.Function.apply = _patched_apply if on else _base_apply
+    _BackwardHook.setup_input_hook = _setup_input_hook if on else _orig_setup_input
+    _BackwardHook.setup_output_hook = _setup_output_hook if on else _orig_setup_output

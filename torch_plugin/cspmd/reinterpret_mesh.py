@@ -1,0 +1,117 @@
+"""``reinterpret_mesh``: retag a tensor from one mesh presentation to another.
+
+The C core checks compatibility and remaps the type and partition spec
+(SPEC 4.8); this module only converts the arguments and stamps the result.
+"""
+
+import torch
+
+from ._errors import SpmdTypeError
+from ._lib import ops
+from .checker import no_typecheck
+from .mesh import MeshAxis, current_mesh, normalize_axis
+from .runtime import _check_tensor
+from .types import PerMeshAxisLocalSpmdType, Shard
+
+__all__ = ["reinterpret_mesh"]
+
+_UNTYPED = 0
+
+
+def _full_type_id(type_):
+    """Intern a full destination type ``{axis: R|I|V|P}`` (no S(i))."""
+    axes, codes = [], []
+    for key, t in type_.items():
+        axis = normalize_axis(key)
+        if isinstance(t, Shard):
+            raise TypeError(f"reinterpret_mesh: type on axis {axis!r} is {t!r}; a destination "
+                            "local type must be one of R, I, V, P (S(i) is not a local type: "
+                            "use V)")
+        if not isinstance(t, PerMeshAxisLocalSpmdType):
+            raise TypeError(f"reinterpret_mesh: type on axis {axis!r} must be one of R, I, V, P, "
+                            f"got {t!r}")
+        if axis.size() == 1:
+            continue
+        axes.append(axis.id)
+        codes.append(t.value)
+    return ops.type_make(axes, codes, [])
+
+
+def _dst_axes(type_):
+    """The destination axes of the axes-only form."""
+    if isinstance(type_, (set, frozenset)):
+        return [normalize_axis(a) for a in type_]
+    if hasattr(type_, "mesh_dim_names") and hasattr(type_, "get_group"):
+        if not type_.mesh_dim_names:
+            raise ValueError("reinterpret_mesh: a DeviceMesh type needs mesh_dim_names "
+                             "(init_device_mesh(..., mesh_dim_names=...))")
+        return [MeshAxis.of(type_.get_group(n)) for n in type_.mesh_dim_names]
+    if isinstance(type_, (list, tuple)):
+        return [MeshAxis.of(pg) for pg in type_]
+    raise TypeError("reinterpret_mesh: type must be a dict {axis: R|I|V|P}, a frozenset of "
+                    f"MeshAxis, a DeviceMesh or a sequence of process groups, got "
+                    f"{type(type_).__name__}")
+
+
+def _axis_set_text(axes):
+    axes = sorted(axes, key=lambda a: (-max(a.layout()[1] or (0,)), repr(a)))
+    return "{" + ", ".join(repr(a) for a in axes) + "}"
+
+
+def _tensor_text(t):
+    try:
+        from torch.utils._dtype_abbrs import dtype_abbrs
+        dt = dtype_abbrs.get(t.dtype, str(t.dtype).replace("torch.", ""))
+    except ImportError:  # older torch
+        dt = str(t.dtype).replace("torch.", "")
+    shape = ", ".join(str(s) for s in t.shape)
+    return f"{dt}[{shape}] {ops.type_format(ops.get_type(t))}"
+
+
+def _dst_text(dst):
+    if isinstance(dst, dict):
+        return "{" + ", ".join(f"{normalize_axis(a)!r}: {t!r}" for a, t in dst.items()) + "}"
+    return "frozenset(" + _axis_set_text(dst) + ")"
+
+
+def _context(tensor, dst):
+    mesh = current_mesh()
+    suffix = "" if mesh is None else f" under mesh {_axis_set_text(mesh)}"
+    return (f"  In reinterpret_mesh(\n    tensor: {_tensor_text(tensor)},\n"
+            f"    type: {_dst_text(dst)},\n  ){suffix}")
+
+
+def reinterpret_mesh(tensor, type, *, inplace=False):  # noqa: A002 (the reference's name)
+    """Retag a typed tensor onto another presentation of the same ranks.
+
+    No data changes.  ``type`` is a full destination type ``{axis: R|I|V|P}``
+    or only the destination axes (a frozenset of MeshAxis, a DeviceMesh, or
+    a sequence of process groups), whose types are derived from the
+    tensor's.  Returns an alias (the tensor itself if ``inplace``) carrying
+    the new type and the remapped partition spec.
+
+    >>> dp, cp, dp_cp = MeshAxis.of(2, 8), MeshAxis.of(2, 4), MeshAxis.of(4, 4)
+    >>> x = assert_type(torch.zeros(2), {dp: V, cp: V})
+    >>> get_local_type(reinterpret_mesh(x, {dp_cp: V})) == {dp_cp: V}
+    True
+    """
+    _check_tensor(tensor, "reinterpret_mesh")
+    if not isinstance(inplace, bool):
+        raise TypeError(f"reinterpret_mesh: inplace must be a bool, got {inplace!r}")
+    if isinstance(type, dict):
+        dst, dst_id, dst_axes = type, _full_type_id(type), []
+    else:
+        axes = _dst_axes(type)
+        dst, dst_id, dst_axes = frozenset(axes), _UNTYPED, [a.id for a in axes]
+    src = ops.get_type(tensor)
+    try:
+        new = ops.type_reinterpret_mesh(src, dst_id, dst_axes)
+    except SpmdTypeError as e:
+        raise SpmdTypeError(e.msg, context=_context(tensor, dst)) from None
+    if inplace:
+        result = tensor
+    else:
+        with no_typecheck():
+            result = tensor.view_as(tensor)
+    ops.set_type(result, new)
+    return result
