@@ -77,11 +77,58 @@ enum {
     E_INCOMPAT
 };
 
+static _Thread_local int tl_relax;
+
+void cspmdi_backward_relax(int on)
+{
+    tl_relax = on;
+}
+
+/* ---- parked typed scalars ---------------------------------------------- */
+
+#define PENDING_MAX 8
+static _Thread_local cspmd_type_t tl_pending[PENDING_MAX];
+static _Thread_local int tl_npending;
+
+cspmd_status_t cspmd_pending_scalars(const cspmd_type_t *types, int n)
+{
+    if (n < 0 || (n > 0 && types == NULL))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_pending_scalars: bad arguments");
+    if (n > PENDING_MAX)
+        return cspmd_error_set(CSPMD_ERR_VALUE, "cspmd: at most %d typed Scalars per call",
+                               PENDING_MAX);
+    for (int i = 0; i < n; i++)
+        if (!cspmdi_type_valid(types[i]))
+            return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_pending_scalars: unknown type id %u",
+                                   (unsigned)types[i]);
+    for (int i = 0; i < n; i++)
+        tl_pending[i] = types[i];
+    tl_npending = n;
+    return CSPMD_OK;
+}
+
+int cspmdi_pending_take(cspmd_operand_t *ops, int cap)
+{
+    int n = tl_npending < cap ? tl_npending : cap;
+    for (int i = 0; i < n; i++) {
+        ops[i].type = tl_pending[i];
+        ops[i].arg = UINT16_MAX; /* at no declared position */
+        ops[i].kind = CSPMD_OPERAND_TYPED;
+        ops[i].pad = 0;
+    }
+    tl_npending = 0;
+    return n;
+}
+
 /* The raw rule of SPEC 2.3 on type counts (index = cspmd_ltype_t, 0 = _S). */
 static int rule_eval(int lin, const int cnt[5], cspmd_ltype_t *out)
 {
     int s = cnt[0], r = cnt[CSPMD_LT_R], i = cnt[CSPMD_LT_I], v = cnt[CSPMD_LT_V],
         p = cnt[CSPMD_LT_P];
+    if (tl_relax && lin == CSPMDI_LIN_LINEAR && p > 0 && v > 0) {
+        p += v; /* backward accumulation: V contributes to the pending sum */
+        v = 0;
+    }
     if (s + r + i + v + p == 0)
         return E_EMPTY;
     if (i + v + p == 0) {
@@ -702,6 +749,9 @@ typedef struct memo_entry {
 
 static _Thread_local memo_entry_t tl_memo[MEMO_SIZE];
 
+/* Operand lists up to this long are auto-reinterpreted onto the mesh. */
+#define AUTO_REINTERPRET_MAX 128
+
 static uint32_t mix(uint32_t h, uint32_t x)
 {
     h ^= x;
@@ -760,12 +810,31 @@ cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
     m.strict = strict;
     m.n = mesh ? cspmdi_mesh_axes(mesh, m.axes) : -1;
 
+    /* Stage 1 (SPEC 4.8): operands typed on other axes than the current
+     * mesh's are reinterpreted onto it (unchanged when their axes are mesh
+     * axes already). */
+    cspmd_operand_t conv[AUTO_REINTERPRET_MAX];
+    if (mesh && n <= AUTO_REINTERPRET_MAX) {
+        int changed = 0, idx = 0;
+        for (int i = 0; i < n; i++) {
+            conv[i] = ops[i];
+            if (ops[i].kind == CSPMD_OPERAND_SCALAR)
+                continue;
+            cspmd_status_t st = cspmd_type_to_mesh(ops[i].type, idx++, &conv[i].type);
+            if (st != CSPMD_OK)
+                return st;
+            changed |= conv[i].type != ops[i].type;
+        }
+        if (changed)
+            ops = conv;
+    }
+
     cspmd_type_t res;
     cspmd_status_t st = infer_uncached(r, ops, n, &m, &res);
     if (st != CSPMD_OK)
         return st;
     *out = res;
-    if (slot != NULL) {
+    if (slot != NULL && !tl_relax) {
         slot->rule_plus1 = rule + 1;
         slot->mesh = mesh;
         slot->strict = (uint8_t)strict;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <pthread.h>
 
+#include "core.h"
 #include "cspmd.h"
 #include "kernel.h"
 
@@ -97,6 +98,18 @@ static int collect_operands(const cspmd_args_t *args, cspmd_operand_t *ops)
         }
     }
     return n;
+}
+
+static int replace_weak_scalars(cspmd_operand_t *ops, int n, const cspmd_operand_t *typed,
+                                int ntyped)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind != CSPMD_OPERAND_SCALAR)
+            ops[k++] = ops[i];
+    for (int i = 0; i < ntyped && k < MAX_OPERANDS; i++)
+        ops[k++] = typed[i];
+    return k;
 }
 
 static int any_typed(const cspmd_operand_t *ops, int n)
@@ -254,6 +267,12 @@ static void trace(const cspmd_call_t *call, const cspmd_operand_t *ops, int n, c
     cspmd_trace_emit(line);
 }
 
+static int in_backward(void)
+{
+    char name[8], where[8];
+    return cspmd_autograd_node(name, sizeof name, where, sizeof where);
+}
+
 /* ---- the kernel --------------------------------------------------------- */
 
 cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
@@ -269,6 +288,10 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
 
     cspmd_operand_t ops[MAX_OPERANDS];
     int n = collect_operands(&args, ops);
+    cspmd_operand_t typed_scalars[8];
+    int nts = cspmdi_pending_take(typed_scalars, 8);
+    if (nts > 0) /* typed Scalars stand in for the weak scalars of their numbers */
+        n = replace_weak_scalars(ops, n, typed_scalars, nts);
     /* Ops over tensors none of which carries a type (module construction,
      * bookkeeping inside torch functions) are not SPMD data: they run
      * unchecked and their results stay untyped.  Factories and fills still
@@ -277,6 +300,15 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
         return cspmd_call_redispatch(call);
     cspmd_type_t out = CSPMD_TYPE_UNTYPED;
     st = cspmd_infer(rule, ops, n, &out);
+    if (st != CSPMD_OK && in_backward()) {
+        /* Gradient accumulation adds a pending sum (P) and a per-rank
+         * contribution (V) to it: retry with V read as P (error path only). */
+        cspmdi_backward_relax(1);
+        st = cspmd_infer(rule, ops, n, &out);
+        cspmdi_backward_relax(0);
+        if (st != CSPMD_OK) /* the unrelaxed message is the one to show */
+            (void)cspmd_infer(rule, ops, n, &out);
+    }
     if (st != CSPMD_OK)
         return with_context(st, call, &args);
 

@@ -276,6 +276,12 @@ typedef struct cspmd_operand {
 CSPMD_API cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
                                      cspmd_type_t *out);
 
+/* Park typed scalars for the next op the kernel sees (cspmd.Scalar at a
+ * position that takes a plain number, e.g. narrow's start): they become
+ * TYPED operands of that op.  n == 0 clears.  At most 8; per thread.
+ * Errors: MISUSE (bad id), VALUE (more than 8). */
+CSPMD_API cspmd_status_t cspmd_pending_scalars(const cspmd_type_t *types, int n);
+
 /* The raw per-axis rule (SPEC 2.3) for tests: types[0..n) with
  * CSPMD_LT_NONE standing for the weak scalar _S.  linearity is one of
  * "LINEAR", "MULTILINEAR", "NONLINEAR".  axis names the axis in messages. */

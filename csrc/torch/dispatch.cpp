@@ -135,16 +135,26 @@ static std::vector<std::unique_ptr<torch::Library>> &libraries() {
     return libs;
 }
 
-static torch::Library &library_for(const std::string &ns) {
-    static std::vector<std::string> names;
+static torch::Library &library_for(const std::string &ns, c10::DispatchKey key) {
+    static std::vector<std::pair<std::string, c10::DispatchKey>> names;
     for (size_t i = 0; i < names.size(); i++)
-        if (names[i] == ns)
+        if (names[i].first == ns && names[i].second == key)
             return *libraries()[i];
-    names.push_back(ns);
+    names.emplace_back(ns, key);
     libraries().push_back(std::make_unique<torch::Library>(
-        torch::Library::IMPL, ns, kKey, __FILE__, static_cast<uint32_t>(__LINE__)));
+        torch::Library::IMPL, ns, key, __FILE__, static_cast<uint32_t>(__LINE__)));
     return *libraries().back();
 }
+
+static void passthrough(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
+                        torch::jit::Stack *stack);
+
+// The other PrivateUse3 slots (sparse, quantized, nested layouts) of an op
+// with a composite kernel would run that kernel instead of the layout's own
+// (CSR `mul` failing, say): they pass through to the real kernel unchecked.
+static constexpr c10::DispatchKey kLayoutKeys[] = {
+    c10::DispatchKey::SparsePrivateUse3, c10::DispatchKey::SparseCsrPrivateUse3,
+    c10::DispatchKey::QuantizedPrivateUse3, c10::DispatchKey::NestedTensorPrivateUse3};
 
 int register_explicit_ops() {
     auto &d = c10::Dispatcher::singleton();
@@ -164,8 +174,13 @@ int register_explicit_ops() {
             std::string full = name.name;
             if (!name.overload_name.empty())
                 full += "." + name.overload_name;
-            library_for(ns).impl(full.c_str(),
-                                 torch::CppFunction::makeFromBoxedFunction<&fallback>());
+            library_for(ns, kKey).impl(full.c_str(),
+                                       torch::CppFunction::makeFromBoxedFunction<&fallback>());
+            for (auto layout : kLayoutKeys)
+                if (!op->hasKernelForDispatchKey(layout))
+                    library_for(ns, layout)
+                        .impl(full.c_str(),
+                              torch::CppFunction::makeFromBoxedFunction<&passthrough>());
             n++;
         }
     }

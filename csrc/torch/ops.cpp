@@ -184,6 +184,13 @@ int64_t type_refine(int64_t existing, int64_t next) {
 int64_t type_dual(int64_t type) { return cspmd_type_dual(to_type(type)); }
 int64_t type_local(int64_t type) { return cspmd_type_local(to_type(type)); }
 
+void pending_scalars(IntList types) {
+    std::vector<cspmd_type_t> t;
+    for (int64_t v : types)
+        t.push_back(to_type(v));
+    check(cspmd_pending_scalars(t.data(), static_cast<int>(t.size())));
+}
+
 void group_bind(std::string name, int64_t axis) {
     check(cspmd_group_bind(name.c_str(), static_cast<cspmd_axis_t>(axis)));
 }
@@ -291,6 +298,7 @@ TORCH_LIBRARY(cspmd, m) {
     m.def("type_dual(int type) -> int", &type_dual);
     m.def("type_local(int type) -> int", &type_local);
     m.def("group_bind(str name, int axis) -> ()", &group_bind);
+    m.def("pending_scalars(int[] types) -> ()", &pending_scalars);
     m.def("loss_check(int type) -> ()", &loss_check);
     m.def("grad_check(int fwd, int grad, str what) -> int", &grad_check);
     m.def("get_type(Tensor t) -> int", &get_type);

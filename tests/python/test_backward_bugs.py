@@ -16,8 +16,7 @@ A backward bug is caught in one of two ways:
 
 Where the obvious formulation of a bug is type-correct, the test says so and
 uses a realistic formulation that is caught; bugs cspmd cannot see by design
-are shown as such (bug 3), and cspmd defects found on the way are strict
-xfails carrying the correct expectation.
+are shown as such (bug 3).
 """
 
 import os
@@ -412,9 +411,6 @@ class TiedLN(Block):
         return y + z
 
 
-@pytest.mark.xfail(strict=True, reason="cspmd false positive: gradient accumulation of a V "
-                   "and a P contribution to the same R tensor is rejected as P + V "
-                   "(aten::add_ during backward); both are pieces of the pending sum")
 def test_tied_replicate_parameter_two_paths_is_accepted(checked, dp, tp):
     block = make(TiedLN, dp, tp, sp=True)
     loss_of(block, block(make_input(block))).backward()

@@ -85,9 +85,10 @@ def test_axis_not_in_current_mesh_strict(typed, dp_axis, tp_axis):
         assert ltype(ok) == {"mesh_tp": "V"}
         with pytest.raises(SpmdTypeError) as ei:
             typed({tp_axis: R}) + typed({tp_axis: R, dp_axis: V})
-        # mesh_dp is not in the current mesh: the "union of operand axes" form
-        assert ("args[0] missing axis mesh_dp. args[0] has axes {mesh_tp}, but the union of "
-                "all operand axes is {mesh_dp, mesh_tp}.") in str(ei.value)
+        # mesh_dp is not in the current mesh and cannot fold into it (SPEC 4.8)
+        assert ("args[1] cannot be auto-reinterpreted from {mesh_dp, mesh_tp} to the current "
+                "mesh {mesh_tp}. Operand has axes [mesh_dp] not in the current mesh [mesh_tp] "
+                "and has no destination to fold into.") in str(ei.value)
         assert "under mesh {mesh_tp}" in str(ei.value)
 
 

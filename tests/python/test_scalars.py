@@ -100,3 +100,18 @@ def test_scalar_unwrapped_outside_checking(tp_axis):
     out = x + Scalar(2.0, {tp_axis: P})    # no checking: plain number, no error
     assert torch.equal(out, torch.full((2,), 3.0))
     assert not spmd.has_local_type(out)
+
+
+def test_scalar_at_plain_number_positions(checked, typed):
+    # SPEC 2.5: a Scalar anywhere is an operand, also where torch takes an int.
+    ax = {"dp": R, "tp": V}
+    x = typed({"dp": R, "tp": R}, 8)
+    y = x.narrow(0, spmd.Scalar(1, ax), spmd.Scalar(2, ax))
+    assert ltype(y) == {"mesh_dp": "R", "mesh_tp": "V"}
+    z = torch.arange(spmd.Scalar(0, ax), spmd.Scalar(5, ax))
+    assert ltype(z) == {"mesh_dp": "R", "mesh_tp": "V"}
+    p = typed({"dp": R, "tp": P}, 8)
+    with pytest.raises(spmd.SpmdTypeError):
+        p.narrow(0, spmd.Scalar(1, ax), 2)
+    # The parked types are used once: the next op sees none of them.
+    assert ltype(x + 1) == {"mesh_dp": "R", "mesh_tp": "R"}

@@ -1,9 +1,10 @@
 """``Scalar``: a Python number with an explicit SPMD type.
 
-A Scalar passed to a torch function while checking is on reaches the op as
-a 0-d tensor carrying its type, so the type is an operand of the op's
-inference (``R + Scalar(v, V)`` is V).  Where a function needs a plain
-number (a size, a dim), the raw value is passed instead.  With checking off,
+A Scalar passed to a torch function while checking is on reaches torch as
+its raw number; its type is parked in the core, and the first op the kernel
+sees takes it as an operand of its inference, in place of the weak scalars
+that plain numbers are (``R + Scalar(v, V)`` is V, ``P + Scalar(v, P)`` is
+P, ``narrow(R, 0, Scalar(0, V), ...)`` is V).  With checking off,
 Scalars are unwrapped to their raw values.
 """
 
@@ -20,6 +21,15 @@ def _unwrap(v):
     if isinstance(v, (list, tuple)):
         return type(v)(_unwrap(e) for e in v)
     return v
+
+
+def _collect(v, out):
+    """The Scalars among top-level arguments and directly inside lists."""
+    for e in v:
+        if isinstance(e, Scalar):
+            out.append(e)
+        elif isinstance(e, (list, tuple)):
+            out.extend(x for x in e if isinstance(x, Scalar))
 
 
 class Scalar:
@@ -42,29 +52,26 @@ class Scalar:
         self._type_id = _type_id(spmd_type, 0)
         self.spmd_type = type_to_dict(self._type_id)
 
-    def _typed_tensor(self):
-        from ._lib import ops
-        t = torch.tensor(self.value)
-        ops.set_type(t, self._type_id)
-        return t
-
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        from .checker import is_type_checking, no_typecheck
+        from .checker import is_type_checking
         kwargs = kwargs or {}
-        if is_type_checking():
-            def typed(v):
-                if isinstance(v, Scalar):
-                    with no_typecheck():
-                        return v._typed_tensor()
-                if isinstance(v, (list, tuple)):
-                    return type(v)(typed(e) for e in v)
-                return v
-            try:
-                return func(*typed(args), **{k: typed(v) for k, v in kwargs.items()})
-            except TypeError:
-                pass  # a position that needs a plain number
-        return func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
+        raw_args = _unwrap(args)
+        raw_kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
+        if not is_type_checking():
+            return func(*raw_args, **raw_kwargs)
+        # The raw numbers go to torch; the Scalars' types are parked in the
+        # core, and the first op the kernel sees takes them as operands in
+        # place of the weak scalars the numbers would be.
+        from ._lib import ops
+        found = []
+        _collect(args, found)
+        _collect(tuple(kwargs.values()), found)
+        ops.pending_scalars([s._type_id for s in found])
+        try:
+            return func(*raw_args, **raw_kwargs)
+        finally:
+            ops.pending_scalars([])
 
     def _merge(self, other, op):
         from .checker import is_type_checking
