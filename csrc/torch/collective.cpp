@@ -211,17 +211,17 @@ struct CollectiveFn : torch::autograd::Function<CollectiveFn> {
                               IntList sizes_a, IntList sizes_b, IntList dtypes, bool expert,
                               bool inplace, std::string unused_bad_options) {
         Resolved r = resolve(op, types, dims, !sizes_a.empty() || !sizes_b.empty(), expert);
-        ctx->saved_data["op"] = static_cast<int64_t>(r.op);
-        ctx->saved_data["noop"] = r.noop;
+        // One packed entry per kind: saved_data is a string-keyed map.
+        ctx->saved_data["p"] = std::vector<int64_t>{
+            r.op,          r.noop ? 1 : 0, axis,     r.src.ltype, r.src.shard_dim, r.dst.ltype,
+            r.dst.shard_dim, r.a,          r.b,      static_cast<int64_t>(x.scalar_type())};
         ctx->saved_data["group"] = group;
-        ctx->saved_data["axis"] = axis;
-        ctx->saved_data["types"] = std::vector<int64_t>{r.src.ltype, r.src.shard_dim, r.dst.ltype,
-                                                        r.dst.shard_dim};
-        ctx->saved_data["dims"] = std::vector<int64_t>{r.a, r.b};
-        ctx->saved_data["sizes_a"] = vec(sizes_a);
-        ctx->saved_data["sizes_b"] = vec(sizes_b);
-        ctx->saved_data["dtypes"] = vec(dtypes);
-        ctx->saved_data["in_dtype"] = static_cast<int64_t>(x.scalar_type());
+        if (!sizes_a.empty() || !sizes_b.empty()) {
+            ctx->saved_data["sizes_a"] = vec(sizes_a);
+            ctx->saved_data["sizes_b"] = vec(sizes_b);
+        }
+        if (dtypes.size() > 2)
+            ctx->saved_data["dtypes"] = vec(dtypes);
         at::AutoDispatchBelowADInplaceOrView below;
         at::Tensor out = call_collective(x, op, group, axis, types, dims, sizes_a, sizes_b, dtypes,
                                          expert, inplace);
@@ -232,16 +232,19 @@ struct CollectiveFn : torch::autograd::Function<CollectiveFn> {
 
     static tensor_list backward(AutogradContext *ctx, tensor_list grads) {
         tensor_list out(12);
-        if (ctx->saved_data["noop"].toBool()) {
+        auto p = ctx->saved_data["p"].toIntVector();
+        if (p[1]) {
             out[0] = grads[0];
             return out;
         }
-        auto op = static_cast<cspmd_coll_t>(ctx->saved_data["op"].toInt());
-        auto t = ctx->saved_data["types"].toIntVector();
-        auto dims = ctx->saved_data["dims"].toIntVector();
-        auto sa = ctx->saved_data["sizes_a"].toIntVector();
-        auto sb = ctx->saved_data["sizes_b"].toIntVector();
-        auto dtypes = ctx->saved_data["dtypes"].toIntVector();
+        auto op = static_cast<cspmd_coll_t>(p[0]);
+        std::vector<int64_t> t{p[3], p[4], p[5], p[6]};
+        std::vector<int64_t> dims{p[7], p[8]};
+        auto saved = [&](const char *k) {
+            auto it = ctx->saved_data.find(k);
+            return it == ctx->saved_data.end() ? std::vector<int64_t>() : it->second.toIntVector();
+        };
+        auto sa = saved("sizes_a"), sb = saved("sizes_b"), dtypes = saved("dtypes");
         cspmd_coll_t bop;
         cspmd_ctype_t bs, bd;
         check(cspmd_coll_backward(op, ctype(t[0], t[1]), ctype(t[2], t[3]), &bop, &bs, &bd));
@@ -259,15 +262,16 @@ struct CollectiveFn : torch::autograd::Function<CollectiveFn> {
         }
         // backward_options: the next level of (op_dtype, out_dtype); a
         // missing out_dtype brings gradients back in the input's dtype.
-        std::vector<int64_t> bdt(dtypes.begin() + 2, dtypes.end());
-        if (bdt.size() < 2)
+        std::vector<int64_t> bdt;
+        if (dtypes.size() > 2)
+            bdt.assign(dtypes.begin() + 2, dtypes.end());
+        else
             bdt = {-1, -1};
         if (bdt[1] < 0)
-            bdt[1] = ctx->saved_data["in_dtype"].toInt();
+            bdt[1] = p[9];
         std::vector<int64_t> btypes{bs.ltype, bs.shard_dim, bd.ltype, bd.shard_dim};
-        out[0] = call_collective(grads[0], bop, ctx->saved_data["group"].toStringRef(),
-                                 ctx->saved_data["axis"].toInt(), btypes, dims, sa, sb, bdt, true,
-                                 false);
+        out[0] = call_collective(grads[0], bop, ctx->saved_data["group"].toStringRef(), p[2],
+                                 btypes, dims, sa, sb, bdt, true, false);
         return out;
     }
 };
@@ -283,6 +287,12 @@ at::Tensor collective_autograd(const at::Tensor &x, int64_t op, std::string grou
         resolve_dtypes(r, x, dtypes, x.requires_grad() && at::GradMode::is_enabled());
     if (!bad_options.empty())
         throw_core_error(CSPMD_ERR_VALUE, bad_options);
+    if (!(x.requires_grad() && at::GradMode::is_enabled())) {
+        // No graph to record: skip the autograd Function's bookkeeping.
+        at::AutoDispatchBelowADInplaceOrView below;
+        return call_collective(x, op, group, axis, types, dims, sizes_a, sizes_b, dtypes, expert,
+                               inplace);
+    }
     return CollectiveFn::apply(x, op, std::move(group), axis, types, dims, sizes_a, sizes_b,
                                dtypes, expert, inplace, std::string());
 }

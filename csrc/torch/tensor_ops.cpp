@@ -33,15 +33,32 @@ template <class F> cspmd_status_t guarded(F f) {
     }
 }
 
-at::Tensor functional(const char *name, torch::jit::Stack stack) {
+// Called boxed, then waited on.  `op` is looked up once by each caller.
+at::Tensor functional(const c10::OperatorHandle &op, torch::jit::Stack stack) {
     static const auto wait =
         c10::Dispatcher::singleton().findSchemaOrThrow("_c10d_functional::wait_tensor", "");
-    auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
     op.callBoxed(stack);
     torch::jit::Stack w{stack.at(0)};
     wait.callBoxed(w);
     return w.at(0).toTensor();
 }
+
+// Each handle is looked up on first use and kept (never freed: operators
+// live as long as the process).
+const c10::OperatorHandle &find(const char *name) {
+    return *new c10::OperatorHandle(c10::Dispatcher::singleton().findSchemaOrThrow(name, ""));
+}
+
+#define FUNCTIONAL_OP(fn, name)                                                                    \
+    const c10::OperatorHandle &fn() {                                                              \
+        static const c10::OperatorHandle &h = find("_c10d_functional::" name);                     \
+        return h;                                                                                  \
+    }
+FUNCTIONAL_OP(OP_ALL_REDUCE_, "all_reduce_")
+FUNCTIONAL_OP(OP_ALL_REDUCE, "all_reduce")
+FUNCTIONAL_OP(OP_ALL_GATHER_INTO_TENSOR, "all_gather_into_tensor")
+FUNCTIONAL_OP(OP_REDUCE_SCATTER_TENSOR, "reduce_scatter_tensor")
+FUNCTIONAL_OP(OP_ALL_TO_ALL_SINGLE, "all_to_all_single")
 
 } // namespace
 
@@ -174,10 +191,10 @@ cspmd_status_t cspmd_c10d_all_reduce(cspmd_tensor_t *x, const char *group, int i
         if (t.is_meta()) {
             *out = give(inplace ? t : at::empty_like(t));
         } else if (inplace) {
-            functional("_c10d_functional::all_reduce_", {t, std::string("sum"), std::string(group)});
+            functional(OP_ALL_REDUCE_(), {t, std::string("sum"), std::string(group)});
             *out = give(t);
         } else {
-            *out = give(functional("_c10d_functional::all_reduce",
+            *out = give(functional(OP_ALL_REDUCE(),
                                    {t, std::string("sum"), std::string(group)}));
         }
     });
@@ -192,7 +209,7 @@ cspmd_status_t cspmd_c10d_all_gather(cspmd_tensor_t *x, const char *group, int64
             *out = give(meta_result(t, t.size(0) * size));
             return;
         }
-        *out = give(functional("_c10d_functional::all_gather_into_tensor",
+        *out = give(functional(OP_ALL_GATHER_INTO_TENSOR(),
                                {t, size, std::string(group)}));
     });
 }
@@ -206,7 +223,7 @@ cspmd_status_t cspmd_c10d_reduce_scatter(cspmd_tensor_t *x, const char *group, i
             *out = give(meta_result(t, t.size(0) / size));
             return;
         }
-        *out = give(functional("_c10d_functional::reduce_scatter_tensor",
+        *out = give(functional(OP_REDUCE_SCATTER_TENSOR(),
                                {t, std::string("sum"), size, std::string(group)}));
     });
 }
@@ -225,7 +242,7 @@ cspmd_status_t cspmd_c10d_all_to_all(cspmd_tensor_t *x, const int64_t *out_sizes
             *out = give(meta_result(t, total));
             return;
         }
-        *out = give(functional("_c10d_functional::all_to_all_single",
+        *out = give(functional(OP_ALL_TO_ALL_SINGLE(),
                                {t, o, i, std::string(group)}));
     });
 }

@@ -6,6 +6,8 @@ and names the backward collective -- which is an op of its own, type-checked
 in its turn.  Python only turns arguments into the core's codes.
 """
 
+import weakref
+
 import torch
 
 from ._lib import ops
@@ -35,6 +37,8 @@ def _check_tensor(x, fn):
 
 def _ctype(t, x, fn, what):
     """[ltype, shard_dim] for the core; S(d) canonicalized against x.ndim."""
+    if t.__class__ is PerMeshAxisLocalSpmdType:
+        return [t._value_, -1]
     if isinstance(t, Shard):
         d = t.dim + x.dim() if t.dim < 0 else t.dim
         if not 0 <= d < max(x.dim(), 0) or x.dim() == 0:
@@ -92,18 +96,49 @@ def _sizes(s, what):
     return list(s)
 
 
+_groups = weakref.WeakKeyDictionary()  # ProcessGroup -> (group name, axis id)
+_NO_DIMS = [-1, -1]
+_NO_SIZES = []
+_NO_DTYPES = [-1, -1]
+
+
+def _group(axis):
+    """(group name, axis id) of a collective's axis argument, cached per group."""
+    pg = process_group_for(axis)
+    try:
+        return _groups[pg]
+    except (KeyError, TypeError):
+        pass
+    axis_id = MeshAxis.of(pg).id  # TypeError for what is not a group
+    name = getattr(pg, "group_name", None)
+    if not isinstance(name, str):
+        raise TypeError(f"expected a ProcessGroup, MeshAxis or axis name, got {pg!r}")
+    info = (name, axis_id)
+    try:
+        _groups[pg] = info
+    except TypeError:  # not weak-referenceable (a mock): not cached
+        pass
+    return info
+
+
 def _run(fn, op, x, axis, src, dst, *, dims=(None, None), ndim_extra=0, sizes_a=None,
          sizes_b=None, op_dtype=None, out_dtype=None, backward_options=None, expert=False,
          inplace=False):
     _check_tensor(x, fn)
-    pg = process_group_for(axis)
-    ax = MeshAxis.of(pg)
+    group, axis_id = _group(axis)
     types = _ctype(src, x, fn, "src") + _ctype(dst, x, fn, "dst")
-    nd = x.dim() + ndim_extra
-    dtypes, bad_options = _dtypes(op_dtype, out_dtype, backward_options)
-    return ops.collective(x, op, pg.group_name, ax.id, types,
-                          [_dim(dims[0], nd, "dim"), _dim(dims[1], nd, "dim")],
-                          _sizes(sizes_a, "split sizes"), _sizes(sizes_b, "split sizes"),
+    if op_dtype is None and out_dtype is None and backward_options is None:
+        dtypes, bad_options = _NO_DTYPES, ""
+    else:
+        dtypes, bad_options = _dtypes(op_dtype, out_dtype, backward_options)
+    if dims[0] is None and dims[1] is None:
+        dim_list = _NO_DIMS
+    else:
+        nd = x.dim() + ndim_extra
+        dim_list = [_dim(dims[0], nd, "dim"), _dim(dims[1], nd, "dim")]
+    return ops.collective(x, op, group, axis_id, types, dim_list,
+                          _NO_SIZES if sizes_a is None else _sizes(sizes_a, "split sizes"),
+                          _NO_SIZES if sizes_b is None else _sizes(sizes_b, "split sizes"),
                           dtypes, bool(expert), bool(inplace), bad_options)
 
 
