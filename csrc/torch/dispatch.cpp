@@ -19,12 +19,6 @@
 static constexpr c10::DispatchKey kKey = c10::DispatchKey::PrivateUse3;
 static constexpr c10::BackendComponent kBit = c10::BackendComponent::PrivateUse3Bit;
 
-struct cspmd_call {
-    const c10::OperatorHandle *op;
-    c10::DispatchKeySet ks;
-    torch::jit::Stack *stack;
-    size_t nreturns;
-};
 
 namespace cspmd {
 

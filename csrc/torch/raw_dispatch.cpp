@@ -15,14 +15,6 @@
 #include "shim.h"
 #include "shim_internal.h"
 
-// The same definition as in dispatch.cpp (identical, as the ODR allows).
-struct cspmd_call {
-    const c10::OperatorHandle *op;
-    c10::DispatchKeySet ks;
-    torch::jit::Stack *stack;
-    size_t nreturns;
-};
-
 namespace cspmd {
 namespace {
 

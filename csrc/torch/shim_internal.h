@@ -1,12 +1,21 @@
 // Declarations shared by the shim's C++ files.  Not part of the C API.
 #pragma once
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/TensorImpl.h>
 
 #include <exception>
 #include <string>
 
 #include "cspmd.h"
+
+// A dispatcher call in flight; opaque to the C kernels.
+struct cspmd_call {
+    const c10::OperatorHandle *op;
+    c10::DispatchKeySet ks;
+    torch::jit::Stack *stack;
+    size_t nreturns;
+};
 
 namespace cspmd {
 
