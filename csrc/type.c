@@ -658,3 +658,75 @@ cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t old, cspmd
     *out = inferred;
     return CSPMD_OK;
 }
+
+/* ===================================================================== */
+/* mutate_type and Scalar arithmetic                                     */
+/* ===================================================================== */
+
+cspmd_status_t cspmd_type_mutate(cspmd_type_t type, const cspmd_axis_t *axes,
+                                 const cspmd_ltype_t *src, const cspmd_ltype_t *dst, int n,
+                                 cspmd_type_t *out)
+{
+    if (out == NULL || n < 0 || (n > 0 && (axes == NULL || src == NULL || dst == NULL)) ||
+        type_get(type) == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_type_mutate: bad arguments");
+    cspmd_type_t t = type == CSPMD_TYPE_UNTYPED ? CSPMD_TYPE_EMPTY : type;
+    /* Every update is checked before any is made: a failure changes nothing. */
+    for (int i = 0; i < n; i++) {
+        if (cspmd_axis_size(axes[i]) == 1)
+            continue;
+        cspmd_ltype_t now = cspmd_type_get(t, axes[i]);
+        if (now == CSPMD_LT_NONE) {
+            char buf[256];
+            cspmd_type_format(t, buf, sizeof buf);
+            return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                                   "mutate_type: axis %s not found in the tensor's type %s",
+                                   cspmd_axis_display(axes[i], 0), buf);
+        }
+        if (now != src[i])
+            return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                                   "mutate_type: expected current type %s on axis %s, got %s",
+                                   cspmd_ltype_long(src[i]), cspmd_axis_display(axes[i], 0),
+                                   cspmd_ltype_long(now));
+    }
+    for (int i = 0; i < n; i++) {
+        if (cspmd_axis_size(axes[i]) == 1)
+            continue;
+        cspmd_status_t st = cspmd_type_with(t, axes[i], dst[i], &t);
+        if (st != CSPMD_OK)
+            return st;
+    }
+    *out = t;
+    return CSPMD_OK;
+}
+
+cspmd_status_t cspmd_type_merge_scalars(cspmd_type_t a, cspmd_type_t b, cspmd_type_t *out)
+{
+    if (out == NULL || type_get(a) == NULL || type_get(b) == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_type_merge_scalars: bad arguments");
+    int n = cspmd_type_naxes(a);
+    if (n != cspmd_type_naxes(b))
+        return cspmd_error_set(CSPMD_ERR_TYPE, "Scalar arithmetic needs the same mesh axes on "
+                                               "both sides");
+    cspmd_type_t t = cspmd_type_local(a);
+    for (int i = 0; i < n; i++) {
+        cspmd_axis_t axis;
+        cspmd_ltype_t x, y;
+        cspmd_status_t st = cspmd_type_entry(a, i, &axis, &x);
+        if (st != CSPMD_OK)
+            return st;
+        y = cspmd_type_get(b, axis);
+        if (y == x)
+            continue;
+        if (!((x == CSPMD_LT_R && y == CSPMD_LT_V) || (x == CSPMD_LT_V && y == CSPMD_LT_R)))
+            return cspmd_error_set(CSPMD_ERR_TYPE,
+                                   "Scalar arithmetic cannot combine %s and %s on axis %s",
+                                   cspmd_ltype_letter(x), cspmd_ltype_letter(y),
+                                   y == CSPMD_LT_NONE ? "(missing)" : cspmd_axis_display(axis, 0));
+        st = cspmd_type_with(t, axis, CSPMD_LT_V, &t); /* {R, V} -> V */
+        if (st != CSPMD_OK)
+            return st;
+    }
+    *out = t;
+    return CSPMD_OK;
+}

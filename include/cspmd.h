@@ -200,6 +200,21 @@ CSPMD_API size_t cspmd_type_format(cspmd_type_t type, char *buf, size_t len);
 CSPMD_API cspmd_status_t cspmd_type_refine(cspmd_type_t existing, cspmd_type_t next,
                                            cspmd_type_t *out);
 
+/* mutate_type (SPEC 4.3): for each i, axes[i] must carry src[i] (else
+ * SPMD_TYPE "mutate_type: axis X not found ..." / "mutate_type: expected
+ * current type A on axis X, got B") and is set to dst[i]; size-1 axes are
+ * skipped.  All checked before any is changed.  An untyped type becomes {}
+ * first.  The partition spec is kept for axes that stay V. */
+CSPMD_API cspmd_status_t cspmd_type_mutate(cspmd_type_t type, const cspmd_axis_t *axes,
+                                           const cspmd_ltype_t *src, const cspmd_ltype_t *dst,
+                                           int n, cspmd_type_t *out);
+
+/* The type of Scalar-Scalar arithmetic (SPEC 2.5): the same axes on both
+ * sides, per axis equal -> that type, {R, V} -> V; anything else is TYPE
+ * (Python: NotImplemented, so a TypeError). */
+CSPMD_API cspmd_status_t cspmd_type_merge_scalars(cspmd_type_t a, cspmd_type_t b,
+                                                  cspmd_type_t *out);
+
 /* In-place / out= validation (SPEC 2.8): for every axis of inferred that
  * old also has, equal, or R->V / I->V when !requires_grad.  op names the op
  * in the message.  *out = inferred on success. */

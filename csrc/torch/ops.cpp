@@ -181,6 +181,27 @@ int64_t type_refine(int64_t existing, int64_t next) {
     return out;
 }
 
+int64_t type_mutate(int64_t type, IntList axes, IntList src, IntList dst) {
+    auto a = to_axes(axes);
+    if (src.size() != a.size() || dst.size() != a.size())
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: axes, src and dst differ in length");
+    std::vector<cspmd_ltype_t> s, d;
+    for (size_t i = 0; i < a.size(); i++) {
+        s.push_back(static_cast<cspmd_ltype_t>(src[i]));
+        d.push_back(static_cast<cspmd_ltype_t>(dst[i]));
+    }
+    cspmd_type_t out;
+    check(cspmd_type_mutate(to_type(type), a.data(), s.data(), d.data(),
+                            static_cast<int>(a.size()), &out));
+    return out;
+}
+
+int64_t type_merge_scalars(int64_t a, int64_t b) {
+    cspmd_type_t out;
+    check(cspmd_type_merge_scalars(to_type(a), to_type(b), &out));
+    return out;
+}
+
 int64_t type_dual(int64_t type) { return cspmd_type_dual(to_type(type)); }
 int64_t type_local(int64_t type) { return cspmd_type_local(to_type(type)); }
 
@@ -296,6 +317,8 @@ TORCH_LIBRARY(cspmd, m) {
     m.def("type_format(int type) -> str", &type_format);
     m.def("type_refine(int existing, int next) -> int", &type_refine);
     m.def("type_dual(int type) -> int", &type_dual);
+    m.def("type_mutate(int type, int[] axes, int[] src, int[] dst) -> int", &type_mutate);
+    m.def("type_merge_scalars(int a, int b) -> int", &type_merge_scalars);
     m.def("type_local(int type) -> int", &type_local);
     m.def("group_bind(str name, int axis) -> ()", &group_bind);
     m.def("pending_scalars(int[] types) -> ()", &pending_scalars);

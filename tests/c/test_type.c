@@ -638,6 +638,58 @@ START_TEST(test_type_table_full)
 }
 END_TEST
 
+START_TEST(test_mutate)
+{
+    cspmd_type_t t = T2(DP, CSPMD_LT_R, TP, CSPMD_LT_V), o = 0;
+    cspmd_axis_t ax[] = {TP};
+    cspmd_ltype_t v[] = {CSPMD_LT_V}, p[] = {CSPMD_LT_P}, r[] = {CSPMD_LT_R};
+    ck_assert_int_eq(cspmd_type_mutate(t, ax, v, p, 1, &o), CSPMD_OK);
+    ck_assert_uint_eq(o, T2(DP, CSPMD_LT_R, TP, CSPMD_LT_P));
+    /* The current type must be src; nothing changes on failure. */
+    o = 7;
+    ck_assert_int_eq(cspmd_type_mutate(t, ax, r, p, 1, &o), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "mutate_type: expected current type "
+                                         "PerMeshAxisLocalSpmdType.R on axis tp, got "
+                                         "PerMeshAxisLocalSpmdType.V");
+    ck_assert_uint_eq(o, 7);
+    /* All axes are checked before any is changed. */
+    cspmd_axis_t two[] = {DP, TP};
+    cspmd_ltype_t s2[] = {CSPMD_LT_R, CSPMD_LT_R}, d2[] = {CSPMD_LT_I, CSPMD_LT_I};
+    ck_assert_int_eq(cspmd_type_mutate(t, two, s2, d2, 2, &o), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_uint_eq(o, 7);
+    cspmd_axis_t sp[] = {SP};
+    ck_assert_int_eq(cspmd_type_mutate(t, sp, r, p, 1, &o), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "mutate_type: axis sp not found in the tensor's type "
+                                         "{dp: R, tp: V}");
+    /* Size-1 axes are skipped; an untyped tensor becomes {}. */
+    cspmd_axis_t triv[] = {CSPMD_AXIS_TRIVIAL};
+    ck_assert_int_eq(cspmd_type_mutate(t, triv, r, p, 1, &o), CSPMD_OK);
+    ck_assert_uint_eq(o, t);
+    ck_assert_int_eq(cspmd_type_mutate(CSPMD_TYPE_UNTYPED, NULL, NULL, NULL, 0, &o), CSPMD_OK);
+    ck_assert_uint_eq(o, CSPMD_TYPE_EMPTY);
+    ck_assert_int_eq(cspmd_type_mutate(t, ax, v, p, -1, &o), CSPMD_ERR_MISUSE);
+}
+END_TEST
+
+START_TEST(test_merge_scalars)
+{
+    cspmd_type_t o = 0;
+    ck_assert_int_eq(cspmd_type_merge_scalars(T1(TP, CSPMD_LT_R), T1(TP, CSPMD_LT_V), &o),
+                     CSPMD_OK);
+    ck_assert_uint_eq(o, T1(TP, CSPMD_LT_V));
+    ck_assert_int_eq(cspmd_type_merge_scalars(T1(TP, CSPMD_LT_P), T1(TP, CSPMD_LT_P), &o),
+                     CSPMD_OK); /* no linearity rules for Scalar arithmetic */
+    ck_assert_uint_eq(o, T1(TP, CSPMD_LT_P));
+    ck_assert_int_eq(cspmd_type_merge_scalars(T1(TP, CSPMD_LT_I), T1(TP, CSPMD_LT_R), &o),
+                     CSPMD_ERR_TYPE);
+    ck_assert_int_eq(cspmd_type_merge_scalars(T1(TP, CSPMD_LT_R), T1(DP, CSPMD_LT_R), &o),
+                     CSPMD_ERR_TYPE);
+    ck_assert_int_eq(
+        cspmd_type_merge_scalars(T1(TP, CSPMD_LT_R), T2(DP, CSPMD_LT_R, TP, CSPMD_LT_R), &o),
+        CSPMD_ERR_TYPE);
+}
+END_TEST
+
 Suite *suite_type(void)
 {
     Suite *s = suite_create("type");
@@ -669,6 +721,8 @@ Suite *suite_type(void)
     tcase_add_test(tr, test_refine_v_to_p_leaves_spec);
     tcase_add_test(tr, test_mutation);
     tcase_add_test(tr, test_mutation_errors);
+    tcase_add_test(tr, test_mutate);
+    tcase_add_test(tr, test_merge_scalars);
     suite_add_tcase(s, tr);
     TCase *tf = tcase_create("capacity");
     tcase_add_checked_fixture(tf, setup, NULL);

@@ -318,21 +318,11 @@ def mutate_type(tensor, axis=None, *, src, dst):
         targets = list(sd if sd is not None else dd)
     else:
         targets = list(current)
-    updated = dict(current)
-    for a in targets:
-        if a.size() == 1:
-            continue
-        want = sd[a] if sd is not None else src
-        new = dd[a] if dd is not None else dst
-        if a not in current:
-            raise SpmdTypeError(f"mutate_type: axis {a!r} not found in the tensor's type "
-                                f"{_fmt(current)}")
-        if ltype_code(current[a]) != ltype_code(want):
-            raise SpmdTypeError(f"mutate_type: expected current type {want} on axis {a!r}, "
-                                f"got {current[a]}")
-        updated[a] = ltype_of(ltype_code(new))
-    new_id = ops.type_make([a.id for a in updated], [t.value for t in updated.values()], [])
-    ops.set_type(tensor, new_id)
+    axes = [a for a in targets if a.size() > 1]
+    srcs = [ltype_code(sd[a] if sd is not None else src, "src") for a in axes]
+    dsts = [ltype_code(dd[a] if dd is not None else dst, "dst") for a in axes]
+    # The core checks every axis before changing any (SPEC 4.3).
+    ops.set_type(tensor, ops.type_mutate(ops.get_type(tensor), [a.id for a in axes], srcs, dsts))
     return tensor
 
 

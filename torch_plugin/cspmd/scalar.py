@@ -79,19 +79,21 @@ class Scalar:
         if not is_type_checking():
             return raw
         if isinstance(other, Scalar):
-            if set(self.spmd_type) != set(other.spmd_type):
+            from ._lib import ops
+            try:  # the core merges the types (SPEC 2.5)
+                merged = ops.type_merge_scalars(self._type_id, other._type_id)
+            except TypeError:
                 return NotImplemented
-            merged = {}
-            for a, t in self.spmd_type.items():
-                u = other.spmd_type[a]
-                if t == u:
-                    merged[a] = t
-                elif {t.name, u.name} == {"R", "V"}:
-                    merged[a] = t if t.name == "V" else u
-                else:
-                    return NotImplemented
-            return Scalar(raw, merged)
-        return Scalar(raw, self.spmd_type)
+            return Scalar._of(raw, merged)
+        return Scalar._of(raw, self._type_id)
+
+    @classmethod
+    def _of(cls, value, type_id):
+        """A Scalar with an already interned type."""
+        from .runtime import type_to_dict
+        s = cls.__new__(cls)
+        s.value, s._type_id, s.spmd_type = value, type_id, type_to_dict(type_id)
+        return s
 
     def __add__(self, o): return self._merge(o, lambda a, b: a + b)
     def __radd__(self, o): return self._merge(o, lambda a, b: b + a)
