@@ -49,35 +49,12 @@ void key_set_enabled(bool on) {
     c10::impl::_force_tls_local_dispatch_key_set(local);
 }
 
-KeyOff::KeyOff() : was_on(key_enabled()) {
-    if (was_on)
-        key_set_enabled(false);
-}
-KeyOff::~KeyOff() {
-    if (was_on)
-        key_set_enabled(true);
-}
-
-// The key off around a redispatch from the kernel (the hot path): one read
-// of the thread's key sets, one write each way, and the exact saved state
-// (and tls_added_dense) restored afterwards -- what KeyOff does with three
-// reads and two recomputations.  The key may already be off (a kernel run
-// from a path that did not turn it on), then nothing changes.
-namespace {
-struct RedispatchKeyOff {
-    RedispatchKeyOff();
-    ~RedispatchKeyOff();
-    RedispatchKeyOff(const RedispatchKeyOff &) = delete;
-    RedispatchKeyOff &operator=(const RedispatchKeyOff &) = delete;
-    c10::impl::LocalDispatchKeySet saved;
-    bool saved_added_dense;
-    bool changed;
-};
-} // namespace
-
-RedispatchKeyOff::RedispatchKeyOff()
-    : saved(c10::impl::tls_local_dispatch_key_set()), saved_added_dense(tls_added_dense) {
-    changed = saved.included_.has_backend(kBit);
+// One read of the thread's key sets, one write each way, and the exact saved
+// state (with tls_added_dense) restored afterwards.  If the key is already
+// off, nothing changes.
+KeyOff::KeyOff()
+    : saved(c10::impl::tls_local_dispatch_key_set()), saved_added_dense(tls_added_dense),
+      changed(saved.included_.has_backend(kBit)) {
     if (!changed)
         return;
     auto local = saved;
@@ -87,7 +64,8 @@ RedispatchKeyOff::RedispatchKeyOff()
     tls_added_dense = false;
     c10::impl::_force_tls_local_dispatch_key_set(local);
 }
-RedispatchKeyOff::~RedispatchKeyOff() {
+
+KeyOff::~KeyOff() {
     if (!changed)
         return;
     c10::impl::_force_tls_local_dispatch_key_set(saved);
@@ -279,7 +257,7 @@ cspmd_status_t cspmd_call_args(const cspmd_call_t *call, cspmd_args_t *args) {
 
 cspmd_status_t cspmd_call_redispatch(cspmd_call_t *call) {
     try {
-        cspmd::RedispatchKeyOff off;
+        cspmd::KeyOff off;
         call->op->redispatchBoxed(call->ks.remove_backend(kBit), call->stack);
         return CSPMD_OK;
     } catch (...) {

@@ -3,6 +3,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <exception>
 #include <string>
@@ -29,7 +30,9 @@ struct KeyOff {
     ~KeyOff();
     KeyOff(const KeyOff &) = delete;
     KeyOff &operator=(const KeyOff &) = delete;
-    bool was_on;
+    c10::impl::LocalDispatchKeySet saved;
+    bool saved_added_dense;
+    bool changed;
 };
 
 // Register the fallback on every op with a CompositeExplicitAutograd kernel.
