@@ -273,6 +273,42 @@ static int in_backward(void)
     return cspmd_autograd_node(name, sizeof name, where, sizeof where);
 }
 
+/* Two things autograd's own backward formulas do that are sound but that the
+ * forward rules reject; recognized on the error path only:
+ *  - accumulating a gradient adds a pending sum (P) and a per-rank
+ *    contribution (V) to it: retried with V read as P;
+ *  - scattering a gradient into a fresh zero buffer in place (index_add_,
+ *    scatter_add_, index_put_ of gather/index backward): zeros are every
+ *    type at once, so the buffer's own type is left out, and it takes the
+ *    result's type.
+ * If neither applies, the original error is regenerated for the message. */
+static cspmd_status_t retry_in_backward(cspmd_rule_t rule, const cspmd_args_t *args,
+                                        const cspmd_operand_t *ops, int n, cspmd_type_t *out,
+                                        int *zero_self)
+{
+    cspmdi_backward_relax(1);
+    cspmd_status_t st = cspmd_infer(rule, ops, n, out);
+    if (st != CSPMD_OK) {
+        int self = -1;
+        for (int i = 0; i < args->ntensors; i++)
+            if (args->tensors[i].arg == 0 && args->tensors[i].written)
+                self = i;
+        if (self >= 0 && cspmd_tensor_is_zero(args->tensors[self].tensor)) {
+            cspmd_operand_t rest[MAX_OPERANDS];
+            int k = 0;
+            for (int i = 0; i < n; i++)
+                if (!(ops[i].arg == 0 && ops[i].kind == CSPMD_OPERAND_TENSOR))
+                    rest[k++] = ops[i];
+            st = cspmd_infer(rule, rest, k, out);
+            *zero_self = st == CSPMD_OK;
+        }
+    }
+    cspmdi_backward_relax(0);
+    if (st != CSPMD_OK)
+        (void)cspmd_infer(rule, ops, n, out);
+    return st;
+}
+
 /* ---- the kernel --------------------------------------------------------- */
 
 cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
@@ -300,15 +336,9 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
         return cspmd_call_redispatch(call);
     cspmd_type_t out = CSPMD_TYPE_UNTYPED;
     st = cspmd_infer(rule, ops, n, &out);
-    if (st != CSPMD_OK && in_backward()) {
-        /* Gradient accumulation adds a pending sum (P) and a per-rank
-         * contribution (V) to it: retry with V read as P (error path only). */
-        cspmdi_backward_relax(1);
-        st = cspmd_infer(rule, ops, n, &out);
-        cspmdi_backward_relax(0);
-        if (st != CSPMD_OK) /* the unrelaxed message is the one to show */
-            (void)cspmd_infer(rule, ops, n, &out);
-    }
+    int zero_self = 0;
+    if (st != CSPMD_OK && in_backward())
+        st = retry_in_backward(rule, &args, ops, n, &out, &zero_self);
     if (st != CSPMD_OK)
         return with_context(st, call, &args);
 
@@ -316,7 +346,8 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
      * op's name is only formatted when the check fails. */
     for (int i = 0; i < args.ntensors; i++) {
         const cspmd_tensor_ref_t *r = &args.tensors[i];
-        if (!r->written || r->type == CSPMD_TYPE_UNTYPED || r->type == out)
+        if (!r->written || r->type == CSPMD_TYPE_UNTYPED || r->type == out ||
+            (zero_self && r->arg == 0))
             continue;
         cspmd_type_t checked;
         if (cspmd_type_check_mutation("", r->type, out, r->requires_grad, &checked) == CSPMD_OK)

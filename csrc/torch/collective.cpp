@@ -9,6 +9,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -216,7 +217,20 @@ struct CollectiveFn : torch::autograd::Function<CollectiveFn> {
             r.op,          r.noop ? 1 : 0, axis,     r.src.ltype, r.src.shard_dim, r.dst.ltype,
             r.dst.shard_dim, r.a,          r.b,      static_cast<int64_t>(x.scalar_type())};
         ctx->saved_data["group"] = group;
-        if (!sizes_a.empty() || !sizes_b.empty()) {
+        // convert R|I -> S(d) splits with torch.chunk sizing (ceil(n/ws) per
+        // rank, the last ones short): the backward places each piece at its
+        // own offset, so it needs the pieces' sizes.
+        if (r.op == CSPMD_COLL_CONVERT && r.dst.shard_dim >= 0 && sizes_a.empty() &&
+            r.src.ltype != CSPMD_LT_V) {
+            int64_t rank = 0, ws = 1;
+            check(cspmd_group_info(group.c_str(), &rank, &ws));
+            int64_t n = x.size(r.dst.shard_dim), k = (n + ws - 1) / ws;
+            std::vector<int64_t> pieces;
+            for (int64_t s = 0; s < ws; s++)
+                pieces.push_back(std::max<int64_t>(0, std::min(k, n - s * k)));
+            ctx->saved_data["sizes_a"] = pieces;
+            ctx->saved_data["sizes_b"] = std::vector<int64_t>();
+        } else if (!sizes_a.empty() || !sizes_b.empty()) {
             ctx->saved_data["sizes_a"] = vec(sizes_a);
             ctx->saved_data["sizes_b"] = vec(sizes_b);
         }

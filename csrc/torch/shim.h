@@ -92,6 +92,9 @@ cspmd_type_t cspmd_tensor_get_type(const cspmd_tensor_t *t);
  * use of each id, except torch's own ExtraMeta on a fresh tensor. */
 cspmd_status_t cspmd_tensor_set_type(cspmd_tensor_t *t, cspmd_type_t type);
 int64_t cspmd_tensor_dim(const cspmd_tensor_t *t);
+/* 1 if every element is zero (runs an op with the key off; error path
+ * only), 0 otherwise or for a tensor without data (meta). */
+int cspmd_tensor_is_zero(cspmd_tensor_t *t);
 int64_t cspmd_tensor_size(const cspmd_tensor_t *t, int64_t d);
 /* "f32", "bf16", "i64", ... */
 const char *cspmd_tensor_dtype_abbrev(const cspmd_tensor_t *t);

@@ -3,6 +3,7 @@
 // nothing after the first use of that id.  detach() and .data copy it
 // (ExtraMeta's copy clones the pointer); views and fresh outputs start
 // without one and are typed by the kernel.
+#include <ATen/ATen.h>
 #include <c10/core/TensorImpl.h>
 
 #include <atomic>
@@ -92,6 +93,19 @@ cspmd_status_t cspmd_tensor_set_type(cspmd_tensor_t *t, cspmd_type_t type) {
         return CSPMD_OK;
     } catch (...) {
         return cspmd::keep_pending(std::current_exception());
+    }
+}
+
+int cspmd_tensor_is_zero(cspmd_tensor_t *t) {
+    try {
+        auto *impl = reinterpret_cast<c10::TensorImpl *>(t);
+        if (impl->is_meta() || !impl->has_storage())
+            return 0;
+        cspmd::KeyOff off;
+        at::Tensor x(c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(impl));
+        return x.numel() == 0 || !x.any().item<bool>();
+    } catch (...) {
+        return 0;
     }
 }
 

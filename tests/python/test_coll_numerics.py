@@ -514,8 +514,12 @@ def convert_R_S0_torch_chunk_sizing(ws):
     # extent 2*ws-1: torch.chunk sizing, ceil(n/ws) rows per rank, last one short.
     n = 2 * ws - 1
 
-    def bwd(gs, r):  # convert(S(0), P) of the local piece; see test notes
-        return None
+    def bwd(gs, r):  # convert(S(0), P): this rank's gradient at its own rows, zeros elsewhere
+        k = (n + ws - 1) // ws
+        out = torch.zeros(n, 3)
+        start = min(r * k, n)
+        out[start:start + gs[r].shape[0]] = gs[r]
+        return out
 
     return Case(R, S(0), const((n, 3)), lambda x, pg: spmd.convert(x, pg, src=R, dst=S(0)),
                 lambda xs, r: xs[r].chunk(ws, 0)[r], bwd)
