@@ -4,8 +4,12 @@
  *
  * A mesh is an interned axis set (trivial axes dropped, outermost first),
  * so the stack holds small ids and cspmdi_mesh_id() is a plain
- * thread-local read.  Mesh id 0 means "no mesh".
+ * thread-local read.  Mesh id 0 means "no mesh".  A thread that never set
+ * any state (an autograd device thread) reads the state a checking thread
+ * published last -- with several threads checking on different meshes at
+ * once, such a thread sees the most recent one.
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core.h"
@@ -26,6 +30,22 @@ static _Thread_local uint32_t tl_stack[MESH_DEPTH];
 static _Thread_local int tl_depth;
 static _Thread_local int tl_enabled = 0;
 static _Thread_local int tl_strict = 1;
+
+/* Threads that never set checker state themselves -- the autograd engine's
+ * device threads, which run a CUDA backward with the dispatch keys captured
+ * at backward() -- read the state last published by a checking thread. */
+static _Thread_local int tl_owner;
+static _Atomic uint32_t g_mesh;
+static _Atomic int g_strict = 1;
+
+static void publish(void)
+{
+    if (!tl_enabled)
+        return;
+    atomic_store_explicit(&g_mesh, tl_depth ? tl_stack[tl_depth - 1] : 0u,
+                          memory_order_relaxed);
+    atomic_store_explicit(&g_strict, tl_strict, memory_order_relaxed);
+}
 
 cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n)
 {
@@ -64,6 +84,8 @@ cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n)
     if (st != CSPMD_OK)
         return st;
     tl_stack[tl_depth++] = id;
+    tl_owner = 1;
+    publish();
     return CSPMD_OK;
 }
 
@@ -72,6 +94,7 @@ cspmd_status_t cspmd_mesh_pop(void)
     if (tl_depth == 0)
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_pop: no current mesh to pop");
     tl_depth--;
+    publish();
     return CSPMD_OK;
 }
 
@@ -89,6 +112,8 @@ int cspmdi_mesh_axes(uint32_t mesh, cspmd_axis_t *axes)
 
 uint32_t cspmdi_mesh_id(void)
 {
+    if (!tl_owner)
+        return atomic_load_explicit(&g_mesh, memory_order_relaxed);
     return tl_depth ? tl_stack[tl_depth - 1] : 0;
 }
 
@@ -101,6 +126,8 @@ void cspmd_checker_set(int enabled, int strict)
 {
     tl_enabled = enabled != 0;
     tl_strict = strict != 0;
+    tl_owner = 1;
+    publish();
 }
 
 int cspmd_checker_enabled(void)
@@ -110,5 +137,7 @@ int cspmd_checker_enabled(void)
 
 int cspmd_checker_strict(void)
 {
+    if (!tl_owner)
+        return atomic_load_explicit(&g_strict, memory_order_relaxed);
     return tl_strict;
 }

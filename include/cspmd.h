@@ -238,7 +238,10 @@ CSPMD_API cspmd_status_t cspmd_mesh_pop(void);
 CSPMD_API int cspmd_mesh_current(cspmd_axis_t *axes /* CSPMD_MAX_AXES */);
 
 /* Checker flags of the calling thread: enabled (typecheck() active and not
- * paused) and strict (1) / permissive (0).  Both default to 0 / 1. */
+ * paused) and strict (1) / permissive (0).  Both default to 0 / 1.  A
+ * thread that never set state or pushed a mesh (an autograd device thread
+ * running a backward) reads the mesh and strictness last published by a
+ * thread that checks (set here, or pushed/popped while enabled). */
 CSPMD_API void cspmd_checker_set(int enabled, int strict);
 CSPMD_API int cspmd_checker_enabled(void);
 CSPMD_API int cspmd_checker_strict(void);

@@ -144,18 +144,34 @@ static void *other_thread(void *arg)
     return NULL;
 }
 
+static void *owner_thread(void *arg)
+{
+    cspmd_checker_set(0, 1); /* sets its own state: no longer reads the published one */
+    return other_thread(arg);
+}
+
 START_TEST(test_per_thread)
 {
     ck_assert_int_eq(cspmd_mesh_push((cspmd_axis_t[]){TP}, 1), CSPMD_OK);
     cspmd_checker_set(1, 0);
     int seen[4];
     pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, other_thread, seen), 0);
+    /* A thread with state of its own sees only that. */
+    ck_assert_int_eq(pthread_create(&th, NULL, owner_thread, seen), 0);
     pthread_join(th, NULL);
     ck_assert_int_eq(seen[0], -1);
     ck_assert_int_eq(seen[1], 0);
     ck_assert_int_eq(seen[2], 1);
     ck_assert_int_eq(seen[3], 0);
+    /* A thread that never set state (an autograd device thread) reads the
+     * mesh and strictness this checking thread published; enabled stays
+     * per thread. */
+    ck_assert_int_eq(pthread_create(&th, NULL, other_thread, seen), 0);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(seen[0], 1);
+    ck_assert_int_eq(seen[1], 0);
+    ck_assert_int_eq(seen[2], 0);
+    ck_assert_int_eq(seen[3], (int)cspmdi_mesh_id());
     ck_assert_int_eq(cspmd_mesh_current(NULL), 1);
     ck_assert_int_eq(cspmd_checker_enabled(), 1);
 }

@@ -254,13 +254,23 @@ def is_type_checking():
     return _state().enabled
 
 
+_KEY = torch._C.DispatchKey.PrivateUse3
+
+
+def _key_on():
+    """Whether this thread runs with cspmd's key: true in a checked
+    backward also on the engine's device threads, which carry the dispatch
+    keys captured at backward() but none of the Python front's state."""
+    return torch._C._dispatch_tls_is_dispatch_key_included(_KEY)
+
+
 def _grad_hook(ref, cell):
     """A tensor hook checking that a gradient reaching the tensor is the dual
     of its type (and typing a V contribution to a pending sum as P).  cell is
     [type id at the last annotation, description]."""
 
     def hook(grad):
-        if not is_type_checking():
+        if not _key_on():
             return None
         t = ref()
         fwd = ops.get_type(t) if t is not None else cell[0]
@@ -280,7 +290,7 @@ def _accumulated_grad_hook(cell):
     hook has run, must still be the dual of the leaf's type."""
 
     def hook(leaf):
-        if not is_type_checking() or leaf.grad is None:
+        if not _key_on() or leaf.grad is None:
             return
         fwd = ops.get_type(leaf)
         if fwd == 0:
