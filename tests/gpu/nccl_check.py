@@ -61,6 +61,7 @@ def main():
         n_ok = run_checks(spmd, pg, device, typed=False)
         n_ok += run_checks(spmd, pg, device, typed=True)
         print(f"collectives: {n_ok} checks passed on {device}", flush=True)
+        backward_on_device(spmd, device)
         if device.type == "cuda":
             timing(spmd, pg, device, args.iters, args.numel)
     finally:
@@ -188,6 +189,47 @@ def run_checks(spmd, pg, device, typed):
         traceback.print_exc()
         fail(f"[{tag}] options: {type(e).__name__}: {e}")
     return n + 1
+
+
+def backward_on_device(spmd, device):
+    """A checked backward on the device: on CUDA the autograd engine runs it
+    on its device thread, which has the dispatch keys captured at backward()
+    but none of the checking thread's own state.  The gradient must still
+    be typed (the dual of its weight's type), and a type error in backward
+    must still be raised."""
+    from cspmd import P, R, V
+    from cspmd.checker import typecheck
+    tp = spmd.MeshAxis.of(4, 1)  # a layout is enough: no communication here
+    w = spmd.assert_type(torch.randn(8, 8, device=device, requires_grad=True), {tp: R})
+    x = spmd.assert_type(torch.randn(4, 8, device=device), {tp: V})
+    seed = spmd.assert_type(torch.ones((), device=device), {tp: V})  # the gradient of a V sum
+    with spmd.set_current_mesh({"tp": tp}), typecheck():
+        y = torch.relu(x @ w).sum()  # V: backward with its gradient, typed V
+        y.backward(seed)
+    got = {repr(a): t.name for a, t in spmd.get_local_type(w.grad).items()}
+    check(got == {repr(tp): "P"}, f"gradient type on {device}: {got}, expected P")
+
+    class Bad(torch.autograd.Function):  # backward feeds a P tensor into relu
+        @staticmethod
+        def forward(ctx, t):
+            return t.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            p = spmd.assert_type(torch.ones_like(g), {tp: P})
+            return torch.relu(p) * g
+
+    z = spmd.assert_type(torch.randn(4, device=device, requires_grad=True), {tp: V})
+    seed = spmd.assert_type(torch.ones((), device=device), {tp: V})
+    raised = False
+    with spmd.set_current_mesh({"tp": tp}), typecheck():
+        out = Bad.apply(z).sum()
+        try:
+            out.backward(seed)
+        except spmd.SpmdTypeError as e:
+            raised = "during backward" in str(e)
+    check(raised, f"a type error in backward on {device} was not raised")
+    print(f"backward on {device}: gradient typed P, backward error raised", flush=True)
 
 
 def check(cond, msg):
