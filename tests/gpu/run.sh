@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU check for cspmd's collectives (NOT run by CI: it needs a CUDA GPU).
 #
-# Builds cspmd (scripts/setup.sh), then runs tests/gpu/nccl_check.py on one
+# Builds cspmd (scripts/setup.sh, or on a GPU machine's image against its
+# own python3 with torch, meson and ninja), then runs tests/gpu/nccl_check.py on one
 # CUDA GPU with NCCL, world size 1: every collective and conversion on CUDA
 # tensors (values and gradients against the world-size-1 expectation), and a
 # timing of spmd.all_reduce against the raw functional collective.
@@ -12,10 +13,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if [ "${SKIP_BUILD:-0}" != 1 ]; then
+. scripts/env.sh
+if [ ! -x "$VENV/bin/python" ] && python3 -c "import torch, mesonbuild" 2>/dev/null; then
+  # A GPU machine's image: torch, meson and ninja are installed and nothing
+  # can be fetched, so build against its python3 instead of the pinned venv.
+  if [ "${SKIP_BUILD:-0}" != 1 ]; then
+    [ -d build-gpu ] || python3 -m mesonbuild.mesonmain setup build-gpu -Dtests=disabled \
+      -Dtorch=enabled >/dev/null
+    ninja -C build-gpu >/dev/null
+  fi
+  export CSPMD_LIBRARY="$(pwd)/build-gpu/csrc/torch/libcspmd.so"
+elif [ "${SKIP_BUILD:-0}" != 1 ]; then
   bash scripts/setup.sh
 fi
-. scripts/env.sh
 
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
