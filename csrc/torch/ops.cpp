@@ -6,6 +6,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -224,6 +225,24 @@ int64_t grad_check(int64_t fwd, int64_t grad, std::string what) {
     return out;
 }
 
+// The gradient-duality check of one gradient, in one call from a Python
+// hook: the forward type is the tensor's if it is alive, else `fallback`;
+// a V gradient where P is due is retyped P in place.  A no-op when the key
+// is off (a backward run unchecked).
+void grad_watch_check(const std::optional<at::Tensor> &t, int64_t fallback,
+                      const at::Tensor &grad, std::string what) {
+    if (!key_enabled() || !grad.defined())
+        return;
+    cspmd_type_t fwd = t && t->defined() ? impl_get_type(t->unsafeGetTensorImpl())
+                                         : to_type(fallback);
+    if (fwd == CSPMD_TYPE_UNTYPED)
+        return;
+    cspmd_type_t g = impl_get_type(grad.unsafeGetTensorImpl()), out;
+    check(cspmd_grad_check(fwd, g, what.c_str(), &out));
+    if (out != g)
+        impl_set_type(grad.unsafeGetTensorImpl(), out);
+}
+
 int64_t get_type(const at::Tensor &t) { return impl_get_type(t.unsafeGetTensorImpl()); }
 
 void set_type(const at::Tensor &t, int64_t type) {
@@ -323,6 +342,8 @@ TORCH_LIBRARY(cspmd, m) {
     m.def("group_bind(str name, int axis) -> ()", &group_bind);
     m.def("pending_scalars(int[] types) -> ()", &pending_scalars);
     m.def("loss_check(int type) -> ()", &loss_check);
+    m.def("grad_watch_check(Tensor? t, int fallback, Tensor grad, str what) -> ()",
+          &grad_watch_check);
     m.def("grad_check(int fwd, int grad, str what) -> int", &grad_check);
     m.def("get_type(Tensor t) -> int", &get_type);
     m.def("set_type(Tensor t, int type) -> ()", &set_type);

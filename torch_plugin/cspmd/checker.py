@@ -254,33 +254,14 @@ def is_type_checking():
     return _state().enabled
 
 
-_KEY = torch._C.DispatchKey.PrivateUse3
-
-
-def _key_on():
-    """Whether this thread runs with cspmd's key: true in a checked
-    backward also on the engine's device threads, which carry the dispatch
-    keys captured at backward() but none of the Python front's state."""
-    return torch._C._dispatch_tls_is_dispatch_key_included(_KEY)
-
-
 def _grad_hook(ref, cell):
     """A tensor hook checking that a gradient reaching the tensor is the dual
     of its type (and typing a V contribution to a pending sum as P).  cell is
-    [type id at the last annotation, description]."""
+    [type id at the last annotation, description]; the check is one call into
+    the core, a no-op when the backward runs unchecked."""
 
     def hook(grad):
-        if not _key_on():
-            return None
-        t = ref()
-        fwd = ops.get_type(t) if t is not None else cell[0]
-        if fwd == 0:
-            return None
-        g = ops.get_type(grad)
-        new = ops.grad_check(fwd, g, cell[1])
-        if new != g:
-            ops.set_type(grad, new)
-        return None
+        ops.grad_watch_check(ref(), cell[0], grad, cell[1])
 
     return hook
 
@@ -290,15 +271,8 @@ def _accumulated_grad_hook(cell):
     hook has run, must still be the dual of the leaf's type."""
 
     def hook(leaf):
-        if not _key_on() or leaf.grad is None:
-            return
-        fwd = ops.get_type(leaf)
-        if fwd == 0:
-            return
-        g = ops.get_type(leaf.grad)
-        new = ops.grad_check(fwd, g, cell[1])
-        if new != g:
-            ops.set_type(leaf.grad, new)
+        if leaf.grad is not None:
+            ops.grad_watch_check(leaf, 0, leaf.grad, cell[1])
 
     return hook
 
