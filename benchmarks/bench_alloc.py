@@ -8,7 +8,6 @@ N calls of each op, after a warm-up, so every figure is an exact count per
 op.  Writes results/alloc.json.
 """
 
-import contextlib
 import ctypes
 import sys
 

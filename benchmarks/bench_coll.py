@@ -13,7 +13,6 @@ reports.  Writes results/coll_<backend>.json.  Not a test.
 import argparse
 import contextlib
 import datetime
-import os
 import socket
 import sys
 

@@ -72,6 +72,43 @@ static int64_t offset_of(const int64_t *sizes, int64_t r)
     return off;
 }
 
+/* How cat_pieces cuts piece s out of its source. */
+typedef enum piece_kind {
+    PIECE_NARROW,   /* src.narrow(dim, off[s], len[s])                 */
+    PIECE_STACKED,  /* the same with a new leading dim (cat = stack)   */
+    PIECE_SELECT    /* src.select(dim, s)                              */
+} piece_kind_t;
+
+/* out = cat(piece 0, ..., piece n-1; dim=cat_dim), n <= 64. */
+static cspmd_status_t cat_pieces(cspmd_tensor_t *src, int64_t dim, const int64_t *off,
+                                 const int64_t *len, int64_t n, piece_kind_t kind,
+                                 int64_t cat_dim, cspmd_tensor_t **out)
+{
+    cspmd_tensor_t *pieces[64] = {NULL};
+    int made = 0;
+    cspmd_status_t st = CSPMD_OK;
+    if (n > 64)
+        return cspmd_error_set(CSPMD_ERR_VALUE, "cspmd: at most 64 ranks per collective axis");
+    for (int64_t s = 0; s < n && st == CSPMD_OK; s++) {
+        cspmd_tensor_t *piece;
+        st = kind == PIECE_SELECT ? cspmd_op_select(src, dim, s, &piece)
+                                  : cspmd_op_narrow(src, dim, off[s], len[s], &piece);
+        if (st == CSPMD_OK && kind == PIECE_STACKED) {
+            cspmd_tensor_t *u;
+            st = cspmd_op_unsqueeze(piece, 0, &u);
+            cspmd_tensor_release(piece);
+            piece = u;
+        }
+        if (st == CSPMD_OK)
+            pieces[made++] = piece;
+    }
+    if (st == CSPMD_OK)
+        st = cspmd_op_cat(pieces, made, cat_dim, out);
+    for (int i = 0; i < made; i++)
+        cspmd_tensor_release(pieces[i]);
+    return st;
+}
+
 /* Gather x along dim d (concat); every rank's piece has x's shape. */
 static cspmd_status_t gather_cat(cspmd_tensor_t *x, int64_t d, const char *group, int64_t ws,
                                  cspmd_tensor_t **out)
@@ -115,28 +152,21 @@ static cspmd_status_t all_gather(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
         int64_t most = 0;
         for (int i = 0; i < c->nsizes_a; i++)
             most = c->sizes_a[i] > most ? c->sizes_a[i] : most;
-        cspmd_tensor_t *pad, *g, *pieces[64];
+        cspmd_tensor_t *pad, *g;
+        int64_t offs[64];
         if (ws > 64) {
             st = cspmd_error_set(CSPMD_ERR_VALUE, "all_gather: uneven split sizes support at "
                                                   "most 64 ranks");
             goto done;
         }
+        for (int64_t s = 0; s < ws; s++)
+            offs[s] = s * most;
         TRY(cspmd_op_zeros(x, d, most, 0, &pad));
         keep(&p, pad);
         TRY(cspmd_op_copy_into(pad, d, 0, x));
         TRY(gather_cat(pad, d, c->group, ws, &g));
         keep(&p, g);
-        int n = 0;
-        for (int64_t s = 0; s < ws; s++) {
-            st = cspmd_op_narrow(g, d, s * most, c->sizes_a[s], &pieces[n]);
-            if (st != CSPMD_OK)
-                break;
-            n++;
-        }
-        if (st == CSPMD_OK)
-            st = cspmd_op_cat(pieces, n, d, out);
-        for (int i = 0; i < n; i++)
-            cspmd_tensor_release(pieces[i]);
+        TRY(cat_pieces(g, d, offs, c->sizes_a, ws, PIECE_NARROW, d, out));
     }
 done:
     drain(&p);
@@ -191,8 +221,7 @@ static cspmd_status_t all_to_all(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
     cspmd_status_t st = CSPMD_OK;
     int64_t a = c->dim_a, b = c->dim_b, n = cspmd_tensor_size(x, a);
     int64_t even[64], outs[64], ins[64];
-    cspmd_tensor_t *t, *g, *pieces[64];
-    int npieces = 0;
+    cspmd_tensor_t *t, *g;
     if (ws > 64)
         return cspmd_error_set(CSPMD_ERR_VALUE, "all_to_all supports at most 64 ranks");
     if (c->sizes_a != NULL || c->sizes_b != NULL) { /* uneven, along dim 0 */
@@ -237,38 +266,16 @@ static cspmd_status_t all_to_all(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
         goto done;
     }
     /* Shard: chunk along a, send chunk s to rank s, concatenate along b. */
-    int64_t k = n / ws;
+    int64_t k = n / ws, offs[64], lens[64];
     for (int64_t s = 0; s < ws; s++) {
-        cspmd_tensor_t *piece, *u;
-        st = cspmd_op_narrow(x, a, s * k, k, &piece);
-        if (st != CSPMD_OK)
-            break;
-        st = cspmd_op_unsqueeze(piece, 0, &u);
-        cspmd_tensor_release(piece);
-        if (st != CSPMD_OK)
-            break;
-        pieces[npieces++] = u;
+        offs[s] = s * k;
+        lens[s] = k;
     }
-    if (st == CSPMD_OK)
-        st = cspmd_op_cat(pieces, npieces, 0, &t);
-    for (int i = 0; i < npieces; i++)
-        cspmd_tensor_release(pieces[i]);
-    npieces = 0;
-    if (st != CSPMD_OK)
-        goto done;
+    TRY(cat_pieces(x, a, offs, lens, ws, PIECE_STACKED, 0, &t));
     keep(&p, t);
     TRY(cspmd_c10d_all_to_all(t, outs, ins, (int)ws, c->group, &g));
     keep(&p, g);
-    for (int64_t s = 0; s < ws; s++) {
-        st = cspmd_op_select(g, 0, s, &pieces[npieces]);
-        if (st != CSPMD_OK)
-            break;
-        npieces++;
-    }
-    if (st == CSPMD_OK)
-        st = cspmd_op_cat(pieces, npieces, b, out);
-    for (int i = 0; i < npieces; i++)
-        cspmd_tensor_release(pieces[i]);
+    TRY(cat_pieces(g, 0, NULL, NULL, ws, PIECE_SELECT, b, out));
 done:
     drain(&p);
     return st;

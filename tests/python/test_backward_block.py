@@ -6,7 +6,6 @@ import os
 import sys
 
 import pytest
-import torch
 
 import cspmd as spmd
 import cspmd.checker

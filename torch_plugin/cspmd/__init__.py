@@ -4,16 +4,17 @@
 lives in ``cspmd.checker``.
 """
 
-import importlib.util as _ilu
-
 from . import collectives as _coll
 from ._errors import DTensorPropagationError, RedistributeError, SpmdTypeError
 from ._traceback import api_boundary as _api
 from ._traceback import traceback_filtering
 from .checker import TYPE_CHECKING, is_type_checking, no_typecheck
+from .dtensor import (DimSharding, TensorSharding, dtensor_placement_to_spmd_type,
+                      spmd_redistribute, spmd_type_to_dtensor_placement)
 from .mesh import (MeshAxis, current_mesh, current_mesh_all_names, current_mesh_names,
-                   flatten_axes, set_current_mesh)
+                   flatten_axes, set_current_mesh, set_printoptions)
 from .regions import Infer, local, local_map
+from .reinterpret_mesh import reinterpret_mesh
 from .registration import (register_autograd_function, register_decomposition,
                            register_local_autograd_function, register_local_backward_hook)
 from .runtime import (assert_local_type, assert_local_type_like, assert_type, assert_type_like,
@@ -51,7 +52,7 @@ __all__ = [
     "partition_spec_to_shard_types", "partition_spec_get_shard", "to_local_type",
     # mesh
     "MeshAxis", "set_current_mesh", "current_mesh", "current_mesh_names",
-    "current_mesh_all_names", "flatten_axes",
+    "current_mesh_all_names", "flatten_axes", "set_printoptions", "reinterpret_mesh",
     # annotation / query
     "assert_type", "assert_local_type", "assert_type_like", "assert_local_type_like",
     "mutate_type", "has_local_type", "get_local_type", "get_axis_local_type",
@@ -65,26 +66,7 @@ __all__ = [
     "register_autograd_function", "register_decomposition",
     "register_local_autograd_function", "register_local_backward_hook",
     # misc
-    "Scalar", "trace", "traceback_filtering", "set_dist",
+    "Scalar", "trace", "traceback_filtering", "set_dist", "dtensor_placement_to_spmd_type",
+    "spmd_type_to_dtensor_placement", "spmd_redistribute", "TensorSharding", "DimSharding",
 ]
 
-
-def _has(module):
-    return _ilu.find_spec(f"{__name__}.{module}") is not None
-
-
-# Written by other modules' owners; exported once they exist.
-if _has("reinterpret_mesh"):
-    from .reinterpret_mesh import reinterpret_mesh  # noqa: F401
-    __all__.append("reinterpret_mesh")
-if _has("dtensor"):
-    from .dtensor import (DimSharding, TensorSharding,  # noqa: F401
-                          dtensor_placement_to_spmd_type, spmd_redistribute,
-                          spmd_type_to_dtensor_placement)
-    __all__ += ["dtensor_placement_to_spmd_type", "spmd_type_to_dtensor_placement",
-                "spmd_redistribute", "TensorSharding", "DimSharding"]
-try:
-    from .mesh import set_printoptions  # noqa: F401
-    __all__.append("set_printoptions")
-except ImportError:
-    pass

@@ -4,8 +4,6 @@ The C core checks compatibility and remaps the type and partition spec
 (SPEC 4.8); this module only converts the arguments and stamps the result.
 """
 
-import torch
-
 from ._errors import SpmdTypeError
 from ._lib import ops
 from .checker import no_typecheck

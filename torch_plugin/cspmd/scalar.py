@@ -10,8 +10,6 @@ Scalars are unwrapped to their raw values.
 
 import numbers
 
-import torch
-
 __all__ = ["Scalar"]
 
 
