@@ -140,6 +140,17 @@ static void put(text_t *t, const char *s)
     t->buf[t->len] = '\0';
 }
 
+/* "aten::add.Tensor" ("aten::mm" for a default overload). */
+static void put_op_name(text_t *t, const cspmd_call_t *call)
+{
+    const char *ov = cspmd_call_op_overload(call);
+    put(t, cspmd_call_op_name(call));
+    if (ov[0]) {
+        put(t, ".");
+        put(t, ov);
+    }
+}
+
 static void put_tensor(text_t *t, const cspmd_tensor_ref_t *r)
 {
     char tmp[512];
@@ -167,12 +178,7 @@ static cspmd_status_t with_context(cspmd_status_t st, const cspmd_call_t *call,
     char tmp[512];
     put(&t, cspmd_last_error());
     put(&t, "\n\n  In ");
-    put(&t, cspmd_call_op_name(call));
-    const char *ov = cspmd_call_op_overload(call);
-    if (ov[0]) {
-        put(&t, ".");
-        put(&t, ov);
-    }
+    put_op_name(&t, call);
     put(&t, "(\n");
     int ti = 0;
     for (int arg = 0; arg < args->nargs; arg++) {
@@ -243,12 +249,7 @@ static void trace(const cspmd_call_t *call, const cspmd_operand_t *ops, int n, c
         put(&t, tmp);
         put(&t, "  ");
     }
-    put(&t, cspmd_call_op_name(call));
-    const char *ov = cspmd_call_op_overload(call);
-    if (ov[0]) {
-        put(&t, ".");
-        put(&t, ov);
-    }
+    put_op_name(&t, call);
     put(&t, "(");
     int first = 1;
     for (int i = 0; i < n; i++) {
@@ -353,8 +354,9 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
         if (cspmd_type_check_mutation("", r->type, out, r->requires_grad, &checked) == CSPMD_OK)
             continue;
         char name[160];
-        const char *ov = cspmd_call_op_overload(call);
-        snprintf(name, sizeof name, "%s%s%s", cspmd_call_op_name(call), ov[0] ? "." : "", ov);
+        text_t t = {name, 0, sizeof name};
+        name[0] = '\0';
+        put_op_name(&t, call);
         st = cspmd_type_check_mutation(name, r->type, out, r->requires_grad, &checked);
         return with_context(st, call, &args);
     }

@@ -94,9 +94,11 @@ def test_errors(axes):
 def test_bad_arguments(axes):
     dp, cp, dp_cp = axes["dp"], axes["cp"], axes["dp_cp"]
     x = spmd.assert_type(torch.randn(2), {dp: V, cp: V})
-    with pytest.raises(TypeError, match=r"dp_cp is S\(0\).*is not a local type"):
+    with pytest.raises(TypeError, match=r"Shard type S\(0\) on axis dp_cp cannot be stored as "
+                       r"a local SPMD type"):
         reinterpret_mesh(x, {dp_cp: S(0)})
-    with pytest.raises(TypeError, match="must be one of R, I, V, P"):
+    with pytest.raises(TypeError, match=r"Expected PerMeshAxisLocalSpmdType \(R, I, V, or P\) "
+                       r"on axis dp_cp, got .V."):
         reinterpret_mesh(x, {dp_cp: "V"})
     with pytest.raises(TypeError, match="type must be a dict"):
         reinterpret_mesh(x, 3)

@@ -9,7 +9,7 @@ from ._lib import ops
 from .checker import no_typecheck
 from .mesh import MeshAxis, current_mesh, normalize_axis
 from .runtime import _check_tensor
-from .types import PerMeshAxisLocalSpmdType, Shard
+from .types import normalize_local_type
 
 __all__ = ["reinterpret_mesh"]
 
@@ -17,22 +17,10 @@ _UNTYPED = 0
 
 
 def _full_type_id(type_):
-    """Intern a full destination type ``{axis: R|I|V|P}`` (no S(i))."""
-    axes, codes = [], []
-    for key, t in type_.items():
-        axis = normalize_axis(key)
-        if isinstance(t, Shard):
-            raise TypeError(f"reinterpret_mesh: type on axis {axis!r} is {t!r}; a destination "
-                            "local type must be one of R, I, V, P (S(i) is not a local type: "
-                            "use V)")
-        if not isinstance(t, PerMeshAxisLocalSpmdType):
-            raise TypeError(f"reinterpret_mesh: type on axis {axis!r} must be one of R, I, V, P, "
-                            f"got {t!r}")
-        if axis.size() == 1:
-            continue
-        axes.append(axis.id)
-        codes.append(t.value)
-    return ops.type_make(axes, codes, [])
+    """Intern a full destination type ``{axis: R|I|V|P}``, validated like a
+    stored type (SPEC 4.8): S(i) and other values are a TypeError."""
+    t = normalize_local_type(type_)
+    return ops.type_make([a.id for a in t], [lt.value for lt in t.values()], [])
 
 
 def _dst_axes(type_):
