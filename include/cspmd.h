@@ -300,6 +300,17 @@ CSPMD_API cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *o
  * Errors: MISUSE (bad id), VALUE (more than 8). */
 CSPMD_API cspmd_status_t cspmd_pending_scalars(const cspmd_type_t *types, int n);
 
+/* Take the parked typed scalars (at most cap) as TYPED operands at no
+ * declared position into ops, and clear them.  Returns how many were
+ * written.  Per thread; the kernel calls it once per op. */
+CSPMD_API int cspmd_pending_scalars_take(cspmd_operand_t *ops, int cap);
+
+/* Backward relaxation: while on (per thread), a LINEAR op combining P and
+ * V yields P -- gradient accumulation in backward adds a per-rank
+ * contribution to a pending sum.  The kernel sets it only to retry an op
+ * the autograd engine runs that failed on exactly that. */
+CSPMD_API void cspmd_infer_backward_relax(int on);
+
 /* The raw per-axis rule (SPEC 2.3) for tests: types[0..n) with
  * CSPMD_LT_NONE standing for the weak scalar _S.  linearity is one of
  * "LINEAR", "MULTILINEAR", "NONLINEAR".  axis names the axis in messages. */

@@ -23,6 +23,11 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch, sys; sy
   "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" numpy pytest meson-python meson ninja
 fi
 
+if [ ! -f "$CSPMD_REF_DIR/spmd_types-$REF_VERSION.dist-info/METADATA" ]; then
+  rm -rf "$CSPMD_REF_DIR"
+  "$VENV/bin/pip" install -q --no-deps --target "$CSPMD_REF_DIR" "spmd_types==$REF_VERSION"
+fi
+
 [ -d build ] || meson setup build -Dtorch=enabled -Dtests=enabled >/dev/null
 ninja -C build >/dev/null
 echo "cspmd built in build/ (python: $VENV/bin/python)"

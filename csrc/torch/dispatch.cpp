@@ -1,6 +1,6 @@
 // The dispatcher side of the shim: the boxed trampoline on PrivateUse3, the
 // thread-local switch for the key, and the boxed-stack accessors that the C
-// kernel (csrc/kernel.c) reads.
+// kernel (csrc/kernel/op_kernel.c) reads.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernel.h"
+#include "kernel/op_kernel.h"
 #include "shim.h"
 #include "shim_internal.h"
 

@@ -1,6 +1,6 @@
 // Raw torch.distributed collectives inside a checked region (SPEC 3.11):
 // c10d's ops and the _c10d_functional ops get their own kernel on cspmd's
-// key (csrc/raw_kernel.c); they reach it through the AutogradPrivateUse3
+// key (csrc/kernel/raw_dist_kernel.c); they reach it through the AutogradPrivateUse3
 // fallthrough of dispatch.cpp.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "raw_kernel.h"
+#include "kernel/raw_dist_kernel.h"
 #include "shim.h"
 #include "shim_internal.h"
 

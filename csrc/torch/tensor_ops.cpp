@@ -1,5 +1,5 @@
 // The handful of tensor ops and c10d functional collectives that the C
-// collectives (csrc/collectives.c) are written with.  Each returns an owned
+// collectives (csrc/kernel/collective_compute.c) are written with.  Each returns an owned
 // TensorImpl reference as an opaque cspmd_tensor_t.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -1,5 +1,5 @@
-/* Backward rules (csrc/grad.c) and the collectives' routing, dims and
- * dtype rules (csrc/coll.c, SPEC 3.3-3.5, 3.8, 3.9). */
+/* Backward rules (csrc/core/gradient_rules.c) and the collectives' routing, dims and
+ * dtype rules (csrc/core/collective_rules.c, SPEC 3.3-3.5, 3.8, 3.9). */
 #include <string.h>
 
 #include "cspmd.h"

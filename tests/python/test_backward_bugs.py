@@ -324,7 +324,7 @@ def test_bug4_hook_registered_after_annotation(checked, dp, tp):
 # backward collective's own call during backward.  Both are ValueError, not
 # SpmdTypeError, by design (SPEC 1.6).  Both currently do not fire: cspmd
 # bug, the rule reads GradMode inside the autograd Function's forward, where
-# grad mode is always off (csrc/torch/collective.cpp resolve_dtypes).
+# grad mode is always off (csrc/torch/collective_autograd.cpp resolve_dtypes).
 # ---------------------------------------------------------------------------
 
 REDUCED = "When using reduced precision with an operation whose backward involves a reduction"

@@ -1,5 +1,5 @@
 /*
- * kernel.c -- the boxed kernel on cspmd's dispatch key, in C.
+ * op_kernel.c -- the boxed kernel on cspmd's dispatch key, in C.
  *
  * Per op: find the op's rule (cached per operator), turn the arguments into
  * core operands, infer the output type, validate in-place/out= mutations,
@@ -12,9 +12,8 @@
 #include <string.h>
 #include <pthread.h>
 
-#include "core.h"
 #include "cspmd.h"
-#include "kernel.h"
+#include "op_kernel.h"
 
 /* ---- op -> rule cache ------------------------------------------------- */
 
@@ -287,7 +286,7 @@ static cspmd_status_t retry_in_backward(cspmd_rule_t rule, const cspmd_args_t *a
                                         const cspmd_operand_t *ops, int n, cspmd_type_t *out,
                                         int *zero_self)
 {
-    cspmdi_backward_relax(1);
+    cspmd_infer_backward_relax(1);
     cspmd_status_t st = cspmd_infer(rule, ops, n, out);
     if (st != CSPMD_OK) {
         int self = -1;
@@ -304,7 +303,7 @@ static cspmd_status_t retry_in_backward(cspmd_rule_t rule, const cspmd_args_t *a
             *zero_self = st == CSPMD_OK;
         }
     }
-    cspmdi_backward_relax(0);
+    cspmd_infer_backward_relax(0);
     if (st != CSPMD_OK)
         (void)cspmd_infer(rule, ops, n, out);
     return st;
@@ -326,7 +325,7 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
     cspmd_operand_t ops[MAX_OPERANDS];
     int n = collect_operands(&args, ops);
     cspmd_operand_t typed_scalars[8];
-    int nts = cspmdi_pending_take(typed_scalars, 8);
+    int nts = cspmd_pending_scalars_take(typed_scalars, 8);
     if (nts > 0) /* typed Scalars stand in for the weak scalars of their numbers */
         n = replace_weak_scalars(ops, n, typed_scalars, nts);
     /* Ops over tensors none of which carries a type (module construction,

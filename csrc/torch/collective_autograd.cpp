@@ -1,6 +1,6 @@
 // cspmd::collective -- one differentiable op for the collectives and
 // conversions.  The core validates (src, dst), resolves dims and dtypes,
-// infers the output type and names the backward op; csrc/collectives.c moves
+// infers the output type and names the backward op; csrc/kernel/collective_compute.c moves
 // the data with c10d's functional collectives on the process group found by
 // name (NCCL for CUDA tensors, Gloo for CPU, the fake backend for
 // single-process checking).  Autograd's backward calls cspmd::collective
@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "collectives.h"
+#include "kernel/collective_compute.h"
 #include "shim.h"
 #include "shim_internal.h"
 

@@ -48,15 +48,4 @@ CSPMDI_HIDDEN uint32_t cspmdi_mesh_id(void);
  * returns their count, -1 for 0 or an unknown id. */
 CSPMDI_HIDDEN int cspmdi_mesh_axes(uint32_t mesh, cspmd_axis_t *axes);
 
-/* Backward relaxation (infer.c): while set on this thread, a LINEAR op
- * combining P and V yields P -- gradient accumulation in backward adds a
- * pending sum and a per-rank contribution to it.  The kernel sets it only
- * to retry an op the engine runs that failed on exactly that. */
-CSPMDI_HIDDEN void cspmdi_backward_relax(int on);
-
-/* Typed scalars (cspmd.Scalar) passed where an op takes a plain number: the
- * Python front parks their types here; the next op the kernel sees takes
- * them as TYPED operands (and clears them).  Returns how many were written. */
-CSPMDI_HIDDEN int cspmdi_pending_take(cspmd_operand_t *ops, int cap);
-
 #endif /* CSPMD_CORE_H */

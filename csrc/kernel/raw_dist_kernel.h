@@ -1,9 +1,9 @@
 /*
- * raw_kernel.h -- the kernel for raw torch.distributed collectives reached
+ * raw_dist_kernel.h -- the kernel for raw torch.distributed collectives reached
  * inside a checked region (SPEC 3.11), over the core's raw rules.
  */
-#ifndef CSPMD_RAW_KERNEL_H
-#define CSPMD_RAW_KERNEL_H
+#ifndef CSPMD_RAW_DIST_KERNEL_H
+#define CSPMD_RAW_DIST_KERNEL_H
 
 #include "torch/shim.h"
 
@@ -19,4 +19,4 @@ cspmd_status_t cspmd_raw_kernel_run(cspmd_call_t *call, const cspmd_raw_rule_t *
 }
 #endif
 
-#endif /* CSPMD_RAW_KERNEL_H */
+#endif /* CSPMD_RAW_DIST_KERNEL_H */

@@ -1,5 +1,5 @@
 /*
- * raw_kernel.c -- raw torch.distributed collectives in a checked region.
+ * raw_dist_kernel.c -- raw torch.distributed collectives in a checked region.
  *
  * The group's mesh axis comes from the core's group registry (the Python
  * front binds each group it sees).  The input must have the rule's src type
@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 #include "cspmd.h"
-#include "raw_kernel.h"
+#include "raw_dist_kernel.h"
 
 static cspmd_status_t with_site(cspmd_status_t st, const cspmd_call_t *call)
 {

@@ -1,5 +1,5 @@
 /*
- * kernel.h -- the C kernel that cspmd registers on its dispatch key.
+ * op_kernel.h -- the C kernel that cspmd registers on its dispatch key.
  *
  * For every op that reaches the key: read the operands' type ids, infer the
  * output type with the core, validate in-place/out= mutations, redispatch
@@ -7,8 +7,8 @@
  * error is reported before the real kernel runs, so a rejected op changes
  * nothing.
  */
-#ifndef CSPMD_KERNEL_H
-#define CSPMD_KERNEL_H
+#ifndef CSPMD_OP_KERNEL_H
+#define CSPMD_OP_KERNEL_H
 
 #include "torch/shim.h"
 
@@ -24,4 +24,4 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call);
 }
 #endif
 
-#endif /* CSPMD_KERNEL_H */
+#endif /* CSPMD_OP_KERNEL_H */

@@ -1,5 +1,5 @@
 /*
- * coll.c -- the collectives' (src, dst) tables (SPEC 3.2-3.8), expert-mode
+ * collective_rules.c -- the collectives' (src, dst) tables (SPEC 3.2-3.8), expert-mode
  * gating and backward pairs (SPEC 3.12), and the checker rule of SPEC 3.10.
  *
  * Type values in messages follow SPEC 1.6: an interpolated R/I/V/P renders

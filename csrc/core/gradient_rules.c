@@ -1,5 +1,5 @@
 /*
- * grad.c -- the backward pass's type rules: the loss check of backward()
+ * gradient_rules.c -- the backward pass's type rules: the loss check of backward()
  * (SPEC 6.2) and gradient duality (a tensor's gradient has the dual of its
  * type on every axis, with V accepted where P is due).
  */

@@ -1,5 +1,5 @@
 /*
- * collectives.c -- what each collective and conversion does to local data.
+ * collective_compute.c -- what each collective and conversion does to local data.
  *
  * `ws` is the group size, `r` this rank's index in the group.  Gathers and
  * scatters along a dim d move d to the front, run c10d's dim-0 collective,
@@ -8,7 +8,7 @@
  */
 #include <stdio.h>
 
-#include "collectives.h"
+#include "collective_compute.h"
 
 /* Owned temporaries are released on every path: each function keeps them
  * in a small pool and frees the pool once. */

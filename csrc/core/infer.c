@@ -79,7 +79,7 @@ enum {
 
 static _Thread_local int tl_relax;
 
-void cspmdi_backward_relax(int on)
+void cspmd_infer_backward_relax(int on)
 {
     tl_relax = on;
 }
@@ -107,7 +107,7 @@ cspmd_status_t cspmd_pending_scalars(const cspmd_type_t *types, int n)
     return CSPMD_OK;
 }
 
-int cspmdi_pending_take(cspmd_operand_t *ops, int cap)
+int cspmd_pending_scalars_take(cspmd_operand_t *ops, int cap)
 {
     int n = tl_npending < cap ? tl_npending : cap;
     for (int i = 0; i < n; i++) {

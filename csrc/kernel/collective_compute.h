@@ -1,11 +1,11 @@
 /*
- * collectives.h -- the local computation of every collective and conversion
+ * collective_compute.h -- the local computation of every collective and conversion
  * (SPEC 3.2-3.8), in C over the shim's tensor ops and c10d's functional
  * collectives.  Validation, dims, dtypes and types are the core's
  * (cspmd_coll_*); this module only moves data.
  */
-#ifndef CSPMD_COLLECTIVES_H
-#define CSPMD_COLLECTIVES_H
+#ifndef CSPMD_COLLECTIVE_COMPUTE_H
+#define CSPMD_COLLECTIVE_COMPUTE_H
 
 #include "torch/shim.h"
 
@@ -37,4 +37,4 @@ cspmd_status_t cspmd_collective_compute(const cspmd_coll_call_t *c, cspmd_tensor
 }
 #endif
 
-#endif /* CSPMD_COLLECTIVES_H */
+#endif /* CSPMD_COLLECTIVE_COMPUTE_H */
