@@ -12,7 +12,7 @@ reduce-scatters / all-gathers.  Data parallelism: activations are V on dp,
 parameters R on dp, so every parameter's gradient is P on dp (the pending
 sum a data-parallel reducer would all-reduce).
 
-Gradient types on tp follow duality (SPEC 1.3): R -> P, I -> I, V -> V.  A V
+Gradient types on tp follow duality: R -> P, I -> I, V -> V.  A V
 gradient reaching an R parameter (e.g. a layer-norm weight applied to a
 sequence shard) is a per-rank contribution to the pending sum and is typed P.
 
@@ -153,7 +153,7 @@ def make_input(block, batch=2, seq=16, seed=1):
 
 def loss_of(block, y):
     """Mean square of the local output, declared the partial sum of the global
-    loss on every axis where ranks hold different data (SPEC 6.2)."""
+    loss on every axis where ranks hold different data."""
     loss = y.float().pow(2).mean()
     loss = spmd.reinterpret(loss, block.dp, src=V, dst=P)
     if block.sp:   # each tp rank holds a sequence shard

@@ -74,15 +74,15 @@ typedef enum cspmd_ltype {
     CSPMD_LT_P = 4  /* Partial   */
 } cspmd_ltype_t;
 
-/* R<->P, I<->I, V<->V (SPEC 1.3); NONE -> NONE. */
+/* R<->P, I<->I, V<->V; NONE -> NONE. */
 CSPMD_API cspmd_ltype_t cspmd_ltype_dual(cspmd_ltype_t t);
 /* "R", "I", "V", "P" ("?" for NONE / invalid). */
 CSPMD_API const char *cspmd_ltype_letter(cspmd_ltype_t t);
-/* "PerMeshAxisLocalSpmdType.R" etc. (the long form of SPEC 1.6). */
+/* "PerMeshAxisLocalSpmdType.R" etc. (the long form of a type value). */
 CSPMD_API const char *cspmd_ltype_long(cspmd_ltype_t t);
 
 /* ===================================================================== */
-/* Mesh axes (SPEC 1.1)                                                   */
+/* Mesh axes                                                              */
 /* ===================================================================== */
 
 /* An interned, canonical (coalesced) layout.  0 is the trivial axis (every
@@ -99,8 +99,8 @@ typedef uint32_t cspmd_axis_t;
 CSPMD_API cspmd_status_t cspmd_axis_intern(const int64_t *sizes, const int64_t *strides,
                                            int n, cspmd_axis_t *out);
 
-/* Build the layout of a sorted-or-not list of global ranks (SPEC 1.1's
- * recursive algorithm, ranks shifted so the smallest is 0) and intern it.
+/* Build the layout of a sorted-or-not list of global ranks (recursive
+ * algorithm, ranks shifted so the smallest is 0) and intern it.
  * Errors: VALUE (no ranks, or the ranks are not a layout). */
 CSPMD_API cspmd_status_t cspmd_axis_from_ranks(const int64_t *ranks, int n, cspmd_axis_t *out);
 
@@ -116,17 +116,17 @@ CSPMD_API int cspmd_axis_le(cspmd_axis_t a, cspmd_axis_t b);
 /* 1 if the axes' non-trivial modes are jointly radix separable, else 0
  * (0 also for an unknown id or n > CSPMD_MAX_AXES; 1 for n == 0). */
 CSPMD_API int cspmd_axes_orthogonal(const cspmd_axis_t *axes, int n);
-/* OK, or SPMD_TYPE with SPEC 1.4's message (first non-orthogonal pair, or
+/* OK, or SPMD_TYPE with the orthogonality message (first non-orthogonal pair, or
  * the whole set when only jointly non-separable). */
 CSPMD_API cspmd_status_t cspmd_axes_check_orthogonal(const cspmd_axis_t *axes, int n);
-/* Flatten (SPEC 1.1).  Errors: VALUE (n < 1, not orthogonal). */
+/* Flatten.  Errors: VALUE (n < 1, not orthogonal). */
 CSPMD_API cspmd_status_t cspmd_axes_flatten(const cspmd_axis_t *axes, int n, cspmd_axis_t *out);
 
-/* Register a display name for an axis (SPEC 1.1 name registry, including
+/* Register a display name for an axis (the name registry, including
  * the `name[<layout>]` rewrite when one base name is registered for two
  * different axes).  Errors: MISUSE (bad id, empty name), NOMEM. */
 CSPMD_API cspmd_status_t cspmd_axis_name_add(cspmd_axis_t axis, const char *name);
-/* The display text of SPEC 1.1 (preferred name, "(trivial)" suffix,
+/* The display text of an axis (preferred name, "(trivial)" suffix,
  * "{dp,cp}" flattening of named axes, "MeshAxis(4:1)").  Pointer valid for
  * the life of the process (display texts are cached; re-derived when names
  * change).  With debug != 0, the debug form ("SP/TP{4:1}").  Lock-free
@@ -136,7 +136,7 @@ CSPMD_API const char *cspmd_axis_display(cspmd_axis_t axis, int debug);
 CSPMD_API void cspmd_axis_names_reset(void);
 
 /* ===================================================================== */
-/* Type values (SPEC 1.4, 1.5)                                            */
+/* Type values                                                            */
 /* ===================================================================== */
 
 /* An interned type value: a set of (axis, local type) pairs over mutually
@@ -159,9 +159,8 @@ typedef struct cspmd_spec {
 /* Intern a type from parallel arrays (order irrelevant; trivial axes are
  * dropped; duplicate or unknown axes are MISUSE; ltypes must be R/I/V/P,
  * else TYPE).  spec may be NULL.  Trivial axes leave the spec too.
- * Validates orthogonality (SPMD_TYPE, SPEC 1.4 message) and that every
- * spec axis is V (SPMD_TYPE); spec axes absent from axes are added as V
- * (SPEC 4.1 step 6).  No axes and no spec gives CSPMD_TYPE_EMPTY. */
+ * Validates orthogonality (SPMD_TYPE) and that every spec axis is V
+ * (SPMD_TYPE); spec axes absent from axes are added as V.  No axes and no spec gives CSPMD_TYPE_EMPTY. */
 CSPMD_API cspmd_status_t cspmd_type_make(const cspmd_axis_t *axes, const cspmd_ltype_t *ltypes,
                                          int n, const cspmd_spec_t *spec, cspmd_type_t *out);
 /* Number of axes (0 for UNTYPED / EMPTY; -1 for an unknown id). */
@@ -191,7 +190,7 @@ CSPMD_API cspmd_status_t cspmd_type_with(cspmd_type_t type, cspmd_axis_t axis, c
  * (snprintf-style, so buf may be NULL with len 0). */
 CSPMD_API size_t cspmd_type_format(cspmd_type_t type, char *buf, size_t len);
 
-/* assert_type refinement (SPEC 4.1 steps 8-9): existing V + new P becomes
+/* assert_type refinement: existing V + new P becomes
  * P; other differences are SPMD_TYPE "SPMD type mismatch on axis X: tensor
  * has A, expected B"; axes are merged (orthogonality checked); specs are
  * refined per dim with the PartitionSpec conflict errors (an axis that
@@ -200,7 +199,7 @@ CSPMD_API size_t cspmd_type_format(cspmd_type_t type, char *buf, size_t len);
 CSPMD_API cspmd_status_t cspmd_type_refine(cspmd_type_t existing, cspmd_type_t next,
                                            cspmd_type_t *out);
 
-/* mutate_type (SPEC 4.3): for each i, axes[i] must carry src[i] (else
+/* mutate_type: for each i, axes[i] must carry src[i] (else
  * SPMD_TYPE "mutate_type: axis X not found ..." / "mutate_type: expected
  * current type A on axis X, got B") and is set to dst[i]; size-1 axes are
  * skipped.  All checked before any is changed.  An untyped type becomes {}
@@ -209,13 +208,13 @@ CSPMD_API cspmd_status_t cspmd_type_mutate(cspmd_type_t type, const cspmd_axis_t
                                            const cspmd_ltype_t *src, const cspmd_ltype_t *dst,
                                            int n, cspmd_type_t *out);
 
-/* The type of Scalar-Scalar arithmetic (SPEC 2.5): the same axes on both
+/* The type of Scalar-Scalar arithmetic: the same axes on both
  * sides, per axis equal -> that type, {R, V} -> V; anything else is TYPE
  * (Python: NotImplemented, so a TypeError). */
 CSPMD_API cspmd_status_t cspmd_type_merge_scalars(cspmd_type_t a, cspmd_type_t b,
                                                   cspmd_type_t *out);
 
-/* In-place / out= validation (SPEC 2.8): for every axis of inferred that
+/* In-place / out= validation: for every axis of inferred that
  * old also has, equal, or R->V / I->V when !requires_grad.  op names the op
  * in the message.  *out = inferred on success. */
 CSPMD_API cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t old,
@@ -223,7 +222,7 @@ CSPMD_API cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t 
                                                    cspmd_type_t *out);
 
 /* ===================================================================== */
-/* Per-thread checker state (SPEC 1.2, 2.1)                               */
+/* Per-thread checker state                                               */
 /* ===================================================================== */
 
 /* Current mesh stack.  push interns the axis set (trivial axes dropped,
@@ -247,7 +246,7 @@ CSPMD_API int cspmd_checker_enabled(void);
 CSPMD_API int cspmd_checker_strict(void);
 
 /* ===================================================================== */
-/* Ops: rules and inference (SPEC 2.3-2.8)                                */
+/* Ops: rules and inference                                               */
 /* ===================================================================== */
 
 typedef int32_t cspmd_rule_t;
@@ -288,7 +287,7 @@ typedef struct cspmd_operand {
 
 /* Infer the output local type for rule over ops[0..n).  Uses the calling
  * thread's current mesh and strictness.  On a type error returns
- * SPMD_TYPE with the message (including fix suggestions, SPEC 2.3) but
+ * SPMD_TYPE with the message (including fix suggestions) but
  * without operator context (the kernel appends it).  Allocation-free and
  * lock-free on a memo hit. */
 CSPMD_API cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
@@ -311,14 +310,14 @@ CSPMD_API int cspmd_pending_scalars_take(cspmd_operand_t *ops, int cap);
  * the autograd engine runs that failed on exactly that. */
 CSPMD_API void cspmd_infer_backward_relax(int on);
 
-/* The raw per-axis rule (SPEC 2.3) for tests: types[0..n) with
+/* The raw per-axis rule for tests: types[0..n) with
  * CSPMD_LT_NONE standing for the weak scalar _S.  linearity is one of
  * "LINEAR", "MULTILINEAR", "NONLINEAR".  axis names the axis in messages. */
 CSPMD_API cspmd_status_t cspmd_infer_axis(const char *linearity, const cspmd_ltype_t *types,
                                           int n, cspmd_axis_t axis, cspmd_ltype_t *out);
 
 /* ===================================================================== */
-/* Collectives (SPEC 3)                                                   */
+/* Collectives                                                            */
 /* ===================================================================== */
 
 typedef enum cspmd_coll {
@@ -340,27 +339,27 @@ typedef struct cspmd_ctype {
     int32_t shard_dim;
 } cspmd_ctype_t;
 
-/* Validate (src, dst) for a collective or conversion and the expert gate
- * (SPEC 3.2-3.8, 3.12).  VALUE with the reference's message on a bad pair
- * or a missing expert_mode. */
+/* Validate (src, dst) for a collective or conversion and the expert gate.
+ * VALUE with the reference's message on a bad pair or a missing
+ * expert_mode. */
 CSPMD_API cspmd_status_t cspmd_coll_validate(cspmd_coll_t op, cspmd_ctype_t src,
                                              cspmd_ctype_t dst, int expert_mode);
 
-/* The backward op of a forward (op, src, dst) pair (SPEC 3.12 table):
+/* The backward op of a forward (op, src, dst) pair:
  * writes the backward op and its (src, dst).  Compositions (reinterpret
  * I->V, I->P) report the first backward step of the reverse chain. */
 CSPMD_API cspmd_status_t cspmd_coll_backward(cspmd_coll_t op, cspmd_ctype_t src,
                                              cspmd_ctype_t dst, cspmd_coll_t *bop,
                                              cspmd_ctype_t *bsrc, cspmd_ctype_t *bdst);
 
-/* The checker rule of SPEC 3.10: resolve axis against in (including
+/* The checker rule of a collective: resolve axis against in (including
  * flattened sub-axes), check the input type is src (V accepted for P),
  * and set the resolved axes to dst.  fn names the op in messages. */
 CSPMD_API cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t src,
                                           cspmd_ltype_t dst, cspmd_type_t in, cspmd_type_t *out);
 
 
-/* The op that redistribute(src, dst) runs (SPEC 3.8): REDISTRIBUTE itself
+/* The op that redistribute(src, dst) runs: REDISTRIBUTE itself
  * means "no-op: return the input".  Routed converts run in expert mode. */
 CSPMD_API cspmd_status_t cspmd_coll_route(cspmd_ctype_t src, cspmd_ctype_t dst, cspmd_coll_t *op);
 
@@ -373,7 +372,7 @@ CSPMD_API cspmd_status_t cspmd_coll_route(cspmd_ctype_t src, cspmd_ctype_t dst, 
 CSPMD_API cspmd_status_t cspmd_coll_dims(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst,
                                          int has_split_sizes, int64_t *dim_a, int64_t *dim_b);
 
-/* dtype options of one collective call (SPEC 3.9).  dtypes are opaque codes
+/* dtype options of one collective call.  dtypes are opaque codes
  * (-1 = not given); *_bits are their floating-point widths (0: not float). */
 typedef struct cspmd_dtype_info {
     int in_dtype, in_bits;
@@ -392,7 +391,7 @@ CSPMD_API cspmd_status_t cspmd_coll_dtypes(cspmd_coll_t op, cspmd_ctype_t src, c
 
 
 /* ===================================================================== */
-/* Backward (SPEC 6.2; cspmd's gradient duality)                          */
+/* Backward (cspmd's gradient duality)                                    */
 /* ===================================================================== */
 
 /* The loss check of backward() without an explicit gradient: every axis
@@ -409,11 +408,11 @@ CSPMD_API cspmd_status_t cspmd_grad_check(cspmd_type_t fwd, cspmd_type_t grad, c
                                           cspmd_type_t *out);
 
 /* ===================================================================== */
-/* Cross-mesh reinterpretation (SPEC 4.8)                                 */
+/* Cross-mesh reinterpretation                                            */
 /* ===================================================================== */
 
-/* Reinterpret src onto another presentation of the same ranks (SPEC 4.8
- * steps 1-4).  Two modes:
+/* Reinterpret src onto another presentation of the same ranks.  Two
+ * modes:
  *   - full:      dst_full is the destination type (its axes and local
  *                types; any spec on it is ignored); dst_axes must be
  *                NULL / n == 0;
@@ -435,7 +434,7 @@ CSPMD_API cspmd_status_t cspmd_type_reinterpret_mesh(cspmd_type_t src, cspmd_typ
                                                      cspmd_type_t *out);
 
 /* Automatic reinterpretation of operand arg_index onto the calling
- * thread's current mesh (SPEC 4.8 "automatic use"): the axes-only mode
+ * thread's current mesh: the axes-only mode
  * with the mesh's axes as destination.  *out == t (allocation- and
  * lock-free) when there is no current mesh, t is UNTYPED / EMPTY, or every
  * axis of t is a mesh axis.  Errors: SPMD_TYPE "args[i] cannot be
@@ -443,7 +442,7 @@ CSPMD_API cspmd_status_t cspmd_type_reinterpret_mesh(cspmd_type_t src, cspmd_typ
  * MISUSE (unknown id, NULL out).  On error *out == t. */
 CSPMD_API cspmd_status_t cspmd_type_to_mesh(cspmd_type_t t, int arg_index, cspmd_type_t *out);
 
-/* The cross-mesh advice of strict-mode missing-axis errors (SPEC 4.8) for
+/* The cross-mesh advice of strict-mode missing-axis errors for
  * the distinct axis sets of types[0..n): the advice sentences joined by
  * " ", or "" when there is none (callers append "\n\nHint: " + text when
  * non-empty).  Writes at most len bytes, NUL-terminated when len > 0;
@@ -462,7 +461,7 @@ CSPMD_API int cspmd_axis_print_debug(void);
 
 
 /* ===================================================================== */
-/* Raw torch.distributed collectives (SPEC 3.11)                          */
+/* Raw torch.distributed collectives                                      */
 /* ===================================================================== */
 
 /* Bind a c10d process group name to its mesh axis (done when the Python

@@ -1,5 +1,5 @@
 /*
- * axis.c -- mesh axes (SPEC 1.1): interned canonical layouts, ranks ->
+ * axis.c -- mesh axes: interned canonical layouts, ranks ->
  * layout, subgroup order, orthogonality (radix separability), flattening,
  * the process-wide name registry and display texts.
  *
@@ -96,7 +96,7 @@ static int modes_separable(const int64_t *sz, const int64_t *st, int n)
     return 1;
 }
 
-/* Coalesce (SPEC 1.1): drop size-1 modes, merge (s1,d1)(s2,d2) into
+/* Coalesce: drop size-1 modes, merge (s1,d1)(s2,d2) into
  * (s1*s2, d2) when d1 == s2*d2, to a fixpoint.  Returns the mode count. */
 static int canon(const int64_t *sz, const int64_t *st, int n, int64_t *osz, int64_t *ost)
 {
@@ -225,7 +225,7 @@ static int sorted_has(const int64_t *v, size_t n, int64_t x)
     return 0;
 }
 
-/* SPEC 1.1's recursive algorithm on sorted distinct indices from 0.  Modes
+/* The recursive layout algorithm on sorted distinct indices from 0.  Modes
  * are written innermost-last into sz/st (outermost first); scratch has
  * room for n values.  Returns the mode count, -1 if not a layout. */
 static int indices_to_layout(int64_t *idx, size_t n, int64_t *scratch, int64_t *sz, int64_t *st)

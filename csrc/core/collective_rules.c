@@ -1,8 +1,8 @@
 /*
- * collective_rules.c -- the collectives' (src, dst) tables (SPEC 3.2-3.8), expert-mode
- * gating and backward pairs (SPEC 3.12), and the checker rule of SPEC 3.10.
+ * collective_rules.c -- the collectives' (src, dst) tables, expert-mode
+ * gating and backward pairs, and the checker rule (a collective's output type from its input).
  *
- * Type values in messages follow SPEC 1.6: an interpolated R/I/V/P renders
+ * Type values in messages follow the reference: an interpolated R/I/V/P renders
  * in the long enum form ("PerMeshAxisLocalSpmdType.R"), S(d) as "S(d)", and
  * letters written literally into a template stay letters.
  */
@@ -205,7 +205,7 @@ cspmd_status_t cspmd_coll_validate(cspmd_coll_t op, cspmd_ctype_t src, cspmd_cty
     case CSPMD_COLL_CONVERT:
         return validate_convert(src, dst, expert_mode);
     case CSPMD_COLL_REDISTRIBUTE:
-        return CSPMD_OK; /* all 16 base combinations route somewhere (SPEC 3.8) */
+        return CSPMD_OK; /* all 16 base combinations route somewhere */
     case CSPMD_COLL_INVARIANT_TO_REPLICATE:
         if (is_plain(src, CSPMD_LT_I) && is_plain(dst, CSPMD_LT_R))
             return CSPMD_OK;
@@ -218,7 +218,7 @@ cspmd_status_t cspmd_coll_validate(cspmd_coll_t op, cspmd_ctype_t src, cspmd_cty
 }
 
 /* ===================================================================== */
-/* Backward pairs (SPEC 3.12, 3.2-3.5)                                   */
+/* Backward pairs                                                        */
 /* ===================================================================== */
 
 static cspmd_ctype_t CT(cspmd_ltype_t lt, int32_t dim)
@@ -236,7 +236,7 @@ static cspmd_status_t set_bwd(cspmd_coll_t *bop, cspmd_ctype_t *bsrc, cspmd_ctyp
     return CSPMD_OK;
 }
 
-/* The backward of convert(src, dst) (SPEC 3.7 table). */
+/* The backward of convert(src, dst). */
 static cspmd_status_t convert_bwd(cspmd_ctype_t src, cspmd_ctype_t dst, cspmd_coll_t *bop,
                                   cspmd_ctype_t *bsrc, cspmd_ctype_t *bdst)
 {
@@ -271,7 +271,7 @@ static cspmd_status_t all_to_all_bwd(cspmd_ctype_t src, cspmd_ctype_t dst, cspmd
     if (!is_shard(src) && !is_shard(dst)) /* V->V: stack, dims swapped */
         return set_bwd(bop, bsrc, bdst, CSPMD_COLL_ALL_TO_ALL, CT(CSPMD_LT_V, -1),
                        CT(CSPMD_LT_V, -1));
-    /* Shard semantics: forward split_dim / concat_dim (SPEC 3.5); the
+    /* Shard semantics: forward split_dim / concat_dim; the
      * backward splits on the forward's concat dim and concatenates on its
      * split dim: all_to_all(S(split_dim), S(concat_dim)). */
     int32_t split, concat;
@@ -341,7 +341,7 @@ cspmd_status_t cspmd_coll_backward(cspmd_coll_t op, cspmd_ctype_t src, cspmd_cty
     case CSPMD_COLL_CONVERT:
         return convert_bwd(src, dst, bop, bsrc, bdst);
     case CSPMD_COLL_REDISTRIBUTE:
-        /* The backward of the op redistribute routes to (SPEC 3.8). */
+        /* The backward of the op redistribute routes to. */
         if (a == b) {
             if (is_shard(src) && is_shard(dst) && src.shard_dim != dst.shard_dim)
                 return all_to_all_bwd(src, dst, bop, bsrc, bdst);
@@ -363,7 +363,7 @@ cspmd_status_t cspmd_coll_backward(cspmd_coll_t op, cspmd_ctype_t src, cspmd_cty
 }
 
 /* ===================================================================== */
-/* The checker rule (SPEC 3.10)                                          */
+/* The checker rule                                                      */
 /* ===================================================================== */
 
 cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t src,
@@ -442,7 +442,7 @@ cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t
 }
 
 /* ===================================================================== */
-/* Routing, dims and dtypes (SPEC 3.3-3.5, 3.8, 3.9)                     */
+/* Routing, dims and dtypes                                              */
 /* ===================================================================== */
 
 cspmd_status_t cspmd_coll_route(cspmd_ctype_t src, cspmd_ctype_t dst, cspmd_coll_t *op)
@@ -507,7 +507,7 @@ cspmd_status_t cspmd_coll_dims(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t
         return CSPMD_OK;
     case CSPMD_COLL_ALL_TO_ALL: /* a = split_dim, b = concat_dim */
         /* S(i)->S(j): split j, concat i.  S(i)->V: split i.  V->S(j):
-         * concat j.  Defaults 0 (SPEC 3.5; asymmetric on purpose, 8.12). */
+         * concat j.  Defaults 0 (asymmetric on purpose). */
         if (is_shard(src) && is_shard(dst)) {
             if (*dim_a >= 0 && *dim_a != dst.shard_dim)
                 return dim_conflict("all_to_all", "split_dim", *dim_a, dst.shard_dim);

@@ -1,6 +1,6 @@
 /*
  * gradient_rules.c -- the backward pass's type rules: the loss check of backward()
- * (SPEC 6.2) and gradient duality (a tensor's gradient has the dual of its
+ * and gradient duality (a tensor's gradient has the dual of its
  * type on every axis, with V accepted where P is due).
  */
 #include <stdio.h>

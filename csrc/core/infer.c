@@ -1,5 +1,5 @@
 /*
- * infer.c -- output type inference for ordinary ops (SPEC 2.3-2.7).
+ * infer.c -- output type inference for ordinary ops.
  *
  * cspmd_infer(rule, operands) -> output local type, or SPMD_TYPE with the
  * reference's message (including fix suggestions).  Memoised per thread:
@@ -25,7 +25,7 @@
  * coefficients: per axis, result = MULTILINEAR(LINEAR(free...), coef...).
  * MULTILINEAR rules with nonlinear positions (div, backward ops) are plain
  * MULTILINEAR over all operands after the "Partial in nonlinear argument"
- * check (SPEC 2.6).
+ * check.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -120,7 +120,7 @@ int cspmd_pending_scalars_take(cspmd_operand_t *ops, int cap)
     return n;
 }
 
-/* The raw rule of SPEC 2.3 on type counts (index = cspmd_ltype_t, 0 = _S). */
+/* The raw per-axis rule on type counts (index = cspmd_ltype_t, 0 = _S). */
 static int rule_eval(int lin, const int cnt[5], cspmd_ltype_t *out)
 {
     int s = cnt[0], r = cnt[CSPMD_LT_R], i = cnt[CSPMD_LT_I], v = cnt[CSPMD_LT_V],
@@ -246,7 +246,7 @@ static void sb_base_error(sbuf_t *b, int err, const char *ax, const tlist_t *l)
     sb_list(b, l);
 }
 
-/* Fix-suggestion candidates, in the reference's order (SPEC 2.3). */
+/* Fix-suggestion candidates, in the reference's order. */
 static const struct {
     cspmd_ltype_t from, to;
     const char *fn;
@@ -395,7 +395,7 @@ static int view_elem(const view_t *v, int k, elem_t *e)
     if (e->n < 0)
         e->n = 0;
     if (o->kind == CSPMD_OPERAND_TYPED && e->n == 0)
-        return 0; /* a Scalar wrapper with no axes adds nothing (SPEC 2.5) */
+        return 0; /* a Scalar wrapper with no axes adds nothing */
     e->coef = (v->coefmask & bit) != 0;
     return 1;
 }
@@ -408,7 +408,7 @@ static cspmd_ltype_t elem_get(const elem_t *e, cspmd_axis_t axis)
     return CSPMD_LT_NONE;
 }
 
-/* Sort by display name, then id (SPEC 2.4's processing order). */
+/* Sort by display name, then id. */
 static void sort_by_name(cspmd_axis_t *a, int n)
 {
     for (int i = 1; i < n; i++) {
@@ -472,7 +472,7 @@ static int axis_in(const cspmd_axis_t *a, int n, cspmd_axis_t x)
     return 0;
 }
 
-/* Full multi-axis inference over a view (SPEC 2.4) with linearity lin. */
+/* Full multi-axis inference over a view with linearity lin. */
 static cspmd_status_t infer_view(const view_t *v, int lin, const mesh_info_t *m,
                                  cspmd_type_t *out)
 {
@@ -506,7 +506,7 @@ static cspmd_status_t infer_view(const view_t *v, int lin, const mesh_info_t *m,
         }
     }
     if (!any_axes)
-        nfree_s = ncoef_s = 0; /* scalars add nothing without axes (SPEC 2.5) */
+        nfree_s = ncoef_s = 0; /* scalars add nothing without axes */
     for (int j = 0; j < m->n; j++)
         if (!axis_in(all, nall, m->axes[j]) && nall < UNION_CAP)
             all[nall++] = m->axes[j];
@@ -601,7 +601,7 @@ static cspmd_status_t infer_view(const view_t *v, int lin, const mesh_info_t *m,
     return cspmd_type_make(oaxes, olt, nout, NULL, out);
 }
 
-/* R on every axis of the current mesh, or {} without one (SPEC 2.7). */
+/* R on every axis of the current mesh, or {} without one. */
 static cspmd_status_t deterministic(const mesh_info_t *m, cspmd_type_t *out)
 {
     if (m->n <= 0) {
@@ -810,7 +810,7 @@ cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
     m.strict = strict;
     m.n = mesh ? cspmdi_mesh_axes(mesh, m.axes) : -1;
 
-    /* Stage 1 (SPEC 4.8): operands typed on other axes than the current
+    /* Stage 1: operands typed on other axes than the current
      * mesh's are reinterpreted onto it (unchanged when their axes are mesh
      * axes already). */
     cspmd_operand_t conv[AUTO_REINTERPRET_MAX];

@@ -1,5 +1,5 @@
 /*
- * mesh.c -- the per-thread checker state (SPEC 1.2, 2.1): the current-mesh
+ * mesh.c -- the per-thread checker state: the current-mesh
  * stack and the enabled / strict flags.
  *
  * A mesh is an interned axis set (trivial axes dropped, outermost first),

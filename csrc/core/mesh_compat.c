@@ -1,5 +1,5 @@
 /*
- * mesh_compat.c -- cross-mesh compatibility (SPEC 4.8): reinterpret_mesh's
+ * mesh_compat.c -- cross-mesh compatibility: reinterpret_mesh's
  * algorithm (shared axes, the two-pointer walk over stride-sorted axes,
  * group checks, partition spec remapping), the automatic reinterpretation
  * of an operand onto the current mesh, the cross-mesh advice of strict-mode
@@ -73,7 +73,7 @@ static void sb_group(sb_t *b, const cspmd_axis_t *axes, int n)
     sb_add(b, "}");
 }
 
-/* Sort by max stride descending, then display name (SPEC's axis-set text). */
+/* Sort by max stride descending, then display name (the axis-set text). */
 static void sort_stride_name(cspmd_axis_t *axes, int n)
 {
     for (int i = 1; i < n; i++) {
@@ -178,7 +178,7 @@ static int64_t sat_mul(int64_t a, int64_t b)
     return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
-/* Remap spec through pairs (SPEC 4.8 step 4), in place. */
+/* Remap spec through pairs, in place. */
 static cspmd_status_t remap_spec(cspmd_spec_t *spec, const group_pair_t *pairs, int npairs)
 {
     cspmd_spec_t out = *spec;
@@ -500,7 +500,7 @@ cspmd_status_t cspmd_type_to_mesh(cspmd_type_t t, int arg_index, cspmd_type_t *o
     return fail(st, &b);
 }
 
-/* ---- cross-mesh advice (SPEC 4.8; an error path: may allocate) ------------- */
+/* ---- cross-mesh advice (an error path: may allocate) ----------------------- */
 
 #define RANKS_MAX 65536
 

@@ -1,6 +1,6 @@
 /*
  * raw_dist_rules.c -- typing of raw torch.distributed collectives reached inside a
- * checked region (SPEC 3.11): c10d's in-place ops (dist.all_reduce, ...) and
+ * checked region: c10d's in-place ops (dist.all_reduce, ...) and
  * the _c10d_functional ops, and the registry that maps a process group's
  * name to its mesh axis.
  */

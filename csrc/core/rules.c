@@ -2,10 +2,10 @@
  * rules.c -- the op rule table: aten op name + overload -> rule.
  *
  * The checker sees aten-level ops (after CompositeImplicitAutograd
- * decomposition), forward and backward, so this table restates SPEC 2.6's
- * Python-level tables for aten overloads (SPEC 9) and adds the ops that a
+ * decomposition), forward and backward, so this table restates the reference's
+ * Python-level tables for aten overloads and adds the ops that a
  * Megatron-style transformer runs forward and backward.  Anything not
- * listed gets rule 0: NONLINEAR inference (SPEC 2.6 "anything not listed").
+ * listed gets rule 0: NONLINEAR inference.
  *
  * Rules are looked up once per operator (the kernel caches the id), by a
  * binary search over a sorted index built on first use.  An entry with
@@ -406,7 +406,7 @@ static const cspmdi_rule_t rules[] = {
     NON("aten::randn_like", "*"),
     NON("aten::rand_like", "*"),
     NON("aten::randint_like", "*"),
-    /* ---- deterministic factories (SPEC 2.7) -------------------------- */
+    /* ---- deterministic factories -------------------------- */
     FAC("aten::zeros", "*", 0),
     FAC("aten::ones", "*", 0),
     FAC("aten::full", "*", 0),

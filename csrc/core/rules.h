@@ -10,7 +10,7 @@
 #include "cspmd.h"
 #include "table.h" /* CSPMDI_HIDDEN */
 
-/* How an op interacts with Partial (SPEC 2.3). */
+/* How an op interacts with Partial. */
 enum {
     CSPMDI_LIN_NONLINEAR = 0,
     CSPMDI_LIN_LINEAR = 1,
@@ -20,7 +20,7 @@ enum {
 /* Rule flags. */
 enum {
     /* result = LINEAR(MULTILINEAR(arg dec_a, arg dec_b), arg dec_self)
-     * (SPEC 2.6 addmm family); operands at other args are ignored. */
+     * (the addmm family); operands at other args are ignored. */
     CSPMDI_RF_DECOMP = 1u << 0,
     /* FACTORY that ignores its operands (new_zeros/new_ones/new_full). */
     CSPMDI_RF_IGNORE_OPERANDS = 1u << 1,

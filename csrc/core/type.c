@@ -1,8 +1,8 @@
 /*
- * type.c -- interned type values (SPEC 1.4, 1.5): a set of (axis, local
+ * type.c -- interned type values: a set of (axis, local
  * type) pairs over mutually orthogonal non-trivial axes plus an optional
- * partition spec; assert_type refinement (SPEC 4.1 steps 8-9) and the
- * in-place / out= mutation check (SPEC 2.8).
+ * partition spec; assert_type refinement and the
+ * in-place / out= mutation check.
  *
  * Storage order of a type's pairs is axis id ascending (what is interned
  * and what cspmdi_type_axes returns); cspmd_type_entry and
@@ -508,7 +508,7 @@ size_t cspmd_type_format(cspmd_type_t type, char *buf, size_t len)
     return w.pos;
 }
 
-/* ---- refinement (SPEC 4.1 steps 8-9) ------------------------------------------ */
+/* ---- refinement ------------------------------------------------------------- */
 
 static int entries_equal(const cspmd_spec_t *a, int da, const cspmd_spec_t *b, int db)
 {
@@ -625,7 +625,7 @@ cspmd_status_t cspmd_type_refine(cspmd_type_t existing, cspmd_type_t next, cspmd
     return type_build(ax, lt, m, &es, out);
 }
 
-/* ---- in-place / out= (SPEC 2.8) -------------------------------------------- */
+/* ---- in-place / out= -------------------------------------------- */
 
 cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t old, cspmd_type_t inferred,
                                          int requires_grad, cspmd_type_t *out)

@@ -1,7 +1,7 @@
 /*
- * collective_compute.h -- the local computation of every collective and conversion
- * (SPEC 3.2-3.8), in C over the shim's tensor ops and c10d's functional
- * collectives.  Validation, dims, dtypes and types are the core's
+ * collective_compute.h -- the local computation of every collective and conversion,
+ * in C over the shim's tensor ops and c10d's functional collectives.
+ * Validation, dims, dtypes and types are the core's
  * (cspmd_coll_*); this module only moves data.
  */
 #ifndef CSPMD_COLLECTIVE_COMPUTE_H

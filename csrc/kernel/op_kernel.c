@@ -119,7 +119,7 @@ static int any_typed(const cspmd_operand_t *ops, int n)
     return 0;
 }
 
-/* ---- error context (SPEC 2.11), error path only ------------------------- */
+/* ---- error context, error path only ------------------------- */
 
 typedef struct text {
     char *buf;

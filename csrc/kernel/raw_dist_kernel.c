@@ -4,7 +4,7 @@
  * The group's mesh axis comes from the core's group registry (the Python
  * front binds each group it sees).  The input must have the rule's src type
  * on that axis; pre-annotated outputs must have its dst type; in-place
- * reductions retype their input (no mutation check, as SPEC 3.11 says) and
+ * reductions retype their input (no mutation check: the collective defines the new type) and
  * functional ones type their result.  Checked before the collective runs.
  */
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
  * raw_dist_kernel.h -- the kernel for raw torch.distributed collectives reached
- * inside a checked region (SPEC 3.11), over the core's raw rules.
+ * inside a checked region, over the core's raw rules.
  */
 #ifndef CSPMD_RAW_DIST_KERNEL_H
 #define CSPMD_RAW_DIST_KERNEL_H

@@ -100,7 +100,7 @@ const char *ctype_text(cspmd_ctype_t t, char *buf, size_t len) {
     return buf;
 }
 
-// A type error of a collective, with the operator context of SPEC 2.11 and,
+// A type error of a collective, with the operator context and,
 // in backward, the autograd node -- as the C kernel gives ordinary ops.
 [[noreturn]] void raise_with_context(cspmd_status_t st, const char *fn, const at::Tensor &x,
                                      cspmd_axis_t axis, cspmd_ctype_t src, cspmd_ctype_t dst) {
@@ -265,7 +265,7 @@ struct CollectiveFn : torch::autograd::Function<CollectiveFn> {
         if (op == CSPMD_COLL_ALL_TO_ALL) {
             // The reverse exchange: split on the forward's concat dim, concat
             // on its split dim, sizes swapped.  Shard semantics are kept by
-            // typing it S(fwd split) -> S(fwd concat) (SPEC 3.5).
+            // typing it S(fwd split) -> S(fwd concat).
             bool stack = t[1] < 0 && t[3] < 0;
             bs = ctype(CSPMD_LT_V, stack ? -1 : dims[0]);
             bd = ctype(CSPMD_LT_V, stack ? -1 : dims[1]);
@@ -295,7 +295,7 @@ at::Tensor collective_autograd(const at::Tensor &x, int64_t op, std::string grou
                                IntList dtypes, bool expert, bool inplace,
                                const std::string &bad_options) {
     // The reduced-precision rule looks at grad mode as the caller has it,
-    // and comes before the unknown-backward_options error (SPEC 3.9).
+    // and comes before the unknown-backward_options error.
     Resolved r = resolve(op, types, dims, !sizes_a.empty() || !sizes_b.empty(), expert);
     if (!r.noop)
         resolve_dtypes(r, x, dtypes, x.requires_grad() && at::GradMode::is_enabled());

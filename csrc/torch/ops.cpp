@@ -284,7 +284,7 @@ int64_t register_explicit() {
     return n;
 }
 
-// ---- cross-mesh reinterpretation (SPEC 4.8) ----------------------------------
+// ---- cross-mesh reinterpretation ----------------------------------
 
 // dst_full != 0: full destination type; else dst_axes (axes-only mode).
 int64_t type_reinterpret_mesh(int64_t src, int64_t dst_full, IntList dst_axes) {

@@ -1,4 +1,4 @@
-// Raw torch.distributed collectives inside a checked region (SPEC 3.11):
+// Raw torch.distributed collectives inside a checked region:
 // c10d's ops and the _c10d_functional ops get their own kernel on cspmd's
 // key (csrc/kernel/raw_dist_kernel.c); they reach it through the AutogradPrivateUse3
 // fallthrough of dispatch.cpp.

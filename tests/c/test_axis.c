@@ -1,4 +1,4 @@
-/* Mesh axes (SPEC 1.1): canonical layouts, ranks -> layout, order,
+/* Mesh axes: canonical layouts, ranks -> layout, order,
  * orthogonality, flattening, names and display. */
 #include <pthread.h>
 #include <string.h>

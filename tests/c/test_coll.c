@@ -1,5 +1,5 @@
-/* Collectives (SPEC 3): (src, dst) validity, expert gating, backward pairs
- * and the checker rule of SPEC 3.10. */
+/* Collectives: (src, dst) validity, expert gating, backward pairs
+ * and the checker rule. */
 #include <string.h>
 
 #include "cspmd.h"
@@ -231,7 +231,7 @@ START_TEST(test_validate_misuse)
 }
 END_TEST
 
-/* ---- backward pairs (SPEC 3.12) -------------------------------------------- */
+/* ---- backward pairs -------------------------------------------- */
 
 static void bwd(cspmd_coll_t op, cspmd_ctype_t s, cspmd_ctype_t d, cspmd_coll_t wop,
                 cspmd_ctype_t ws, cspmd_ctype_t wd)
@@ -252,7 +252,7 @@ START_TEST(test_backward_pairs)
     const cspmd_coll_t RE = CSPMD_COLL_REINTERPRET, CO = CSPMD_COLL_CONVERT,
                        AR = CSPMD_COLL_ALL_REDUCE, AG = CSPMD_COLL_ALL_GATHER,
                        RS = CSPMD_COLL_REDUCE_SCATTER, AA = CSPMD_COLL_ALL_TO_ALL;
-    /* the SPEC 3.12 table, row by row */
+    /* the backward table, row by row */
     bwd(RE, C(LR), C(LV), RE, C(LV), C(LP));
     bwd(RE, C(LV), C(LP), RE, C(LR), C(LV));
     bwd(RE, C(LR), C(LP), RE, C(LR), C(LP));
@@ -299,7 +299,7 @@ START_TEST(test_backward_pairs)
 }
 END_TEST
 
-/* ---- the checker rule (SPEC 3.10) ------------------------------------------ */
+/* ---- the checker rule ------------------------------------------ */
 
 START_TEST(test_coll_infer_basic)
 {

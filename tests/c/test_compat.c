@@ -1,4 +1,4 @@
-/* Cross-mesh compatibility (SPEC 4.8): reinterpret_mesh, the automatic
+/* Cross-mesh compatibility: reinterpret_mesh, the automatic
  * reinterpretation onto the current mesh, the cross-mesh advice. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* Backward rules (csrc/core/gradient_rules.c) and the collectives' routing, dims and
- * dtype rules (csrc/core/collective_rules.c, SPEC 3.3-3.5, 3.8, 3.9). */
+ * dtype rules (csrc/core/collective_rules.c). */
 #include <string.h>
 
 #include "cspmd.h"
@@ -128,7 +128,7 @@ START_TEST(test_dims)
     a = -1;
     ck_assert_int_eq(cspmd_coll_dims(CSPMD_COLL_REDUCE_SCATTER, C(LP), S(1), 1, &a, &b), CSPMD_OK);
     ck_assert_int_eq(a, 1);
-    /* all_to_all: S(i)->S(j) splits on j, concats on i (SPEC 8.12). */
+    /* all_to_all: S(i)->S(j) splits on j, concats on i. */
     a = b = -1;
     cspmd_coll_dims(CSPMD_COLL_ALL_TO_ALL, S(0), S(1), 0, &a, &b);
     ck_assert_int_eq(a, 1);

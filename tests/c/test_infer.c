@@ -1,4 +1,4 @@
-/* Inference (SPEC 2.3-2.7): the per-axis rule, its messages and fix
+/* Inference: the per-axis rule, its messages and fix
  * suggestions, multi-axis inference, strict/permissive, scalars, nonlinear
  * positions, decompositions, factories and fills, and the memo. */
 #include <stdio.h>
@@ -240,7 +240,7 @@ START_TEST(test_permissive)
 }
 END_TEST
 
-/* ---- scalars (SPEC 2.5) ---------------------------------------------------- */
+/* ---- scalars ---------------------------------------------------- */
 
 START_TEST(test_weak_scalars)
 {
@@ -395,7 +395,7 @@ START_TEST(test_addmm_decomposition)
 }
 END_TEST
 
-/* ---- factories and fills (SPEC 2.7) -------------------------------------- */
+/* ---- factories and fills -------------------------------------- */
 
 START_TEST(test_factories)
 {

@@ -1,4 +1,4 @@
-/* The per-thread checker state (SPEC 1.2): current-mesh stack and flags. */
+/* The per-thread checker state: current-mesh stack and flags. */
 #include <pthread.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* Raw torch.distributed collectives (csrc/core/raw_dist_rules.c, SPEC 3.11): the group
+/* Raw torch.distributed collectives (csrc/core/raw_dist_rules.c): the group
  * registry and the input/output rules. */
 #include <string.h>
 

@@ -1,5 +1,5 @@
-/* Status codes, errors, local types and type values (SPEC 1.4-1.6, 2.8,
- * 4.1). */
+/* Status codes, errors, local types and type values,
+ * refinement and mutation. */
 #include <pthread.h>
 #include <string.h>
 
@@ -393,7 +393,7 @@ START_TEST(test_with)
 }
 END_TEST
 
-/* ---- refinement (SPEC 4.1) ---------------------------------------------------- */
+/* ---- refinement ---------------------------------------------------- */
 
 static cspmd_status_t refine(cspmd_type_t a, cspmd_type_t b, cspmd_type_t *out)
 {
@@ -525,7 +525,7 @@ START_TEST(test_refine_v_to_p_leaves_spec)
 }
 END_TEST
 
-/* ---- mutation (SPEC 2.8) ---------------------------------------------------- */
+/* ---- mutation ---------------------------------------------------- */
 
 static cspmd_status_t mutate(const char *op, cspmd_type_t old, cspmd_type_t inf, int grad,
                              cspmd_type_t *out)

@@ -1,9 +1,9 @@
 """cspmd's collectives on one CUDA GPU with NCCL (world size 1).  Run by run.sh.
 
-1. Every collective and conversion (SPEC 3) on CUDA tensors: the result and
+1. Every collective and conversion on CUDA tensors: the result and
    the input gradient against what a one-rank group must give (a sum over one
    rank is the input, a gather of one piece is that piece, ...).  Results must
-   stay on the GPU, be fresh tensors where SPEC says so, and carry the dtypes
+   stay on the GPU, be fresh tensors where the reference returns fresh ones, and carry the dtypes
    the options ask for.
 2. The same calls once more under ``typecheck()`` (a one-rank axis is trivial,
    so checking must not change anything).

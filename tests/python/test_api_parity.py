@@ -1,4 +1,4 @@
-"""Every public name of SPEC section 4 is exported, with a docstring."""
+"""Every public name of the reference API is exported, with a docstring."""
 
 import inspect
 

@@ -219,9 +219,9 @@ def test_bug2b_gradient_reduced_twice(checked, dp, tp, sp):
 # (3) A reinterpret where a convert was needed.
 #
 # NOT CATCHABLE BY DESIGN.  reinterpret(src, dst) and convert(src, dst) have
-# the same type signature forward *and* backward for every (src, dst) pair
-# (SPEC 3.12): they differ in the data only (reinterpret keeps the local
-# data, convert keeps the meaning).  Here the output of a non-sequence-
+# the same type signature forward *and* backward for every (src, dst) pair:
+# they differ in the data only (reinterpret keeps the local data,
+# convert keeps the meaning).  Here the output of a non-sequence-
 # parallel stage (I on tp) enters a sequence-parallel block: convert(I, S(1))
 # keeps this rank's sequence chunk; reinterpret(I, V) keeps the whole
 # sequence, which the SP block happily processes as a 4x longer "shard".
@@ -318,11 +318,11 @@ def test_bug4_hook_registered_after_annotation(checked, dp, tp):
 #
 # Dtypes are not part of an SPMD type, so no dtype choice can make a backward
 # op's *type* wrong.  cspmd's design checks the dtype path of a collective
-# whose backward reduces when the collective is called (SPEC 3.9): a reduced
+# whose backward reduces when the collective is called: a reduced
 # precision forward without backward_options={"op_dtype": ...} is a
 # ValueError at the forward call, and -- for double backward -- at the
 # backward collective's own call during backward.  Both are ValueError, not
-# SpmdTypeError, by design (SPEC 1.6).  Both currently do not fire: cspmd
+# SpmdTypeError, by design.  Both currently do not fire: cspmd
 # bug, the rule reads GradMode inside the autograd Function's forward, where
 # grad mode is always off (csrc/torch/collective_autograd.cpp resolve_dtypes).
 # ---------------------------------------------------------------------------
@@ -372,7 +372,7 @@ def test_bug5_double_backward_path_missing(checked, dp, tp):
 # (6) A parameter used on two paths with different types.
 #
 # A tensor has one type, so "two types" can only come from re-annotating it:
-# assert_type(V tensor, P) silently refines V to P *in place* (SPEC 4.1), so
+# assert_type(V tensor, P) silently refines V to P *in place*, so
 # a second path that annotates the shared column-parallel weight as a partial
 # term retypes it for the first path as well.  Forward is clean (the MLP used
 # it as V before the re-annotation); in backward the gradient (V from the

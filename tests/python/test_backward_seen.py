@@ -1,6 +1,6 @@
 """The kernel sees backward ops: gradients are typed, and checked.
 
-Gradient types follow the duality of SPEC 1.3 (R <-> P, I -> I, V -> V); a
+Gradient types follow duality (R <-> P, I -> I, V -> V); a
 leaf's gradient is the dual of its type, a V contribution to an R leaf being a
 per-rank part of the pending sum (P).
 """
@@ -18,7 +18,7 @@ def both(letter):
 
 
 def local_loss_to_partial(loss, *groups):
-    """Declare a per-rank (V) loss a partial sum, as SPEC 6.2 advises."""
+    """Declare a per-rank (V) loss a partial sum, as the reference advises."""
     for g in groups:
         loss = spmd.reinterpret(loss, g, src=V, dst=P)
     return loss

@@ -1,8 +1,8 @@
-"""Numerics of the differentiable collectives on real Gloo ranks (SPEC 3.2-3.12).
+"""Numerics of the differentiable collectives on real Gloo ranks.
 
 Every case builds rank-dependent, integer-valued float inputs; each rank can
 rebuild every other rank's input, so the expected forward output and the
-expected input gradient (the backward formula of SPEC 3.12) are computed by
+expected input gradient (each collective's backward formula) are computed by
 hand from all ranks' data and compared exactly (``torch.equal``).
 
 One process launch per configuration runs every case: world size 2 and 4
@@ -178,7 +178,7 @@ def all_gather_V_I_dim0(ws):
 
 @case
 def all_gather_V_I_dim1(ws):
-    # SPEC 3.3: the reference's backward always splits dim 0 (a bug); a
+    # the reference's backward always splits dim 0 (a bug); a
     # reimplementation selects along gather_dim.
     return Case(V, I, const((2, 3)),
                 lambda x, pg: spmd.all_gather(x, pg, src=V, dst=I, gather_dim=1),
@@ -662,7 +662,7 @@ def all_reduce_inplace(rank, ws, pg, typed):
         y = spmd.all_reduce(x, pg, src=P, dst=R, inplace=True)
     assert y is x, "inplace=True must return the input"
     _eq("inplace result", x, total(xs))
-    if typed:  # SPEC 3.10.5: inplace changes x's own type
+    if typed:  # inplace changes x's own type
         assert _axis_type(x, pg) is R
 
 
@@ -696,7 +696,7 @@ def all_reduce_out_dtype(rank, ws, pg, typed):
         y = spmd.all_reduce(x, pg, src=P, dst=R, out_dtype=torch.float64)
         y.backward(gs[rank])
     _eq("forward", y.detach(), total(xs).double())
-    # backward_options default out_dtype = the input's dtype (SPEC 3.9)
+    # backward_options default out_dtype = the input's dtype
     _eq("backward", x.grad.detach(), total(gs).float())
 
 
@@ -917,7 +917,7 @@ def test_harness_fails_fast_and_kills_stuck_ranks(tmp_path):
 
 
 def test_every_allowed_pair_is_covered():
-    """The table of cases names every (src, dst) pair SPEC 3 allows."""
+    """The table of cases names every (src, dst) pair the collectives allow."""
     want = ["all_reduce_P_R", "all_reduce_P_I", "all_reduce_V_R", "all_gather_V_R_dim0",
             "all_gather_V_I_dim0", "all_gather_S0_R", "all_gather_S1_I", "reduce_scatter_P_V",
             "reduce_scatter_P_S0", "reduce_scatter_P_S1", "all_to_all_V_V", "all_to_all_S0_S1",

@@ -1,4 +1,4 @@
-"""Types of the differentiable collectives on the fake backend (SPEC 3, 6).
+"""Types of the differentiable collectives on the fake backend.
 
 Single process, the session's fake group of 8 ranks as a 2x4 mesh (dp, tp)
 from conftest.  Numbers are not checked here (the fake backend moves no
@@ -79,7 +79,7 @@ PAIRS = {
         x, g, src=S(1), dst=S(0)), (2, 8)),
     "all_to_all_S1_V": (S(1), V, (3, 8), lambda x, g: spmd.all_to_all(
         x, g, src=S(1), dst=V), (12, 2)),
-    # V -> S(j): split on 0, concatenate on j (SPEC 3.5)
+    # V -> S(j): split on 0, concatenate on j
     "all_to_all_V_S1": (V, S(1), (8, 3), lambda x, g: spmd.all_to_all(
         x, g, src=V, dst=S(1)), (2, 12)),
     "reinterpret_R_V": (R, V, (2, 3), lambda x, g: spmd.reinterpret(
@@ -199,7 +199,7 @@ def test_noop_backward_passes_typed_gradient(tp, checked):
 
 
 def test_collective_on_flattened_world_axis(checked):
-    # SPEC 3.10.3: the world group is flatten(dp, tp); both sub-axes resolve.
+    # the world group is flatten(dp, tp); both sub-axes resolve.
     import torch.distributed as dist
     x = make({"dp": P, "tp": P}, (2, 3))
     y = spmd.all_reduce(x, dist.group.WORLD, src=P, dst=R)
@@ -231,7 +231,7 @@ def test_inplace_all_reduce_changes_input_type(tp, checked):
 
 
 # ----------------------------------------------------------------------------------
-# Expert-mode gates (SPEC 3.6 step 3, 3.7 step 2)
+# Expert-mode gates (reinterpret and convert)
 # ----------------------------------------------------------------------------------
 
 GATES = [
@@ -388,7 +388,7 @@ def test_dim_conflicts(tp):
 
 
 def test_all_to_all_V_to_shard_dims(tp):
-    # SPEC 3.5: V -> S(j) concatenates on j (explicit concat_dim must agree) and
+    # V -> S(j) concatenates on j (explicit concat_dim must agree) and
     # splits on dim 0 by default.
     x = torch.randn(8, 8)
     with pytest.raises(ValueError):
@@ -398,7 +398,7 @@ def test_all_to_all_V_to_shard_dims(tp):
 
 
 # ----------------------------------------------------------------------------------
-# Checker rule (SPEC 3.10)
+# Checker rule
 # ----------------------------------------------------------------------------------
 
 CHECKS = [
@@ -452,7 +452,7 @@ def test_shard_unshard_report_the_underlying_op(tp, checked):
 
 
 def test_varying_accepted_for_reductions(tp, checked):
-    # SPEC 3.10.4 / 8.14: input V passes where src is P.
+    # input V passes where src is P.
     x = make({"dp": R, "tp": V}, (8, 3))
     assert ltype(spmd.all_reduce(x, tp, src=P, dst=R)) == {"mesh_dp": "R", "mesh_tp": "R"}
     assert ltype(spmd.all_reduce(x, tp, dst=I)) == {"mesh_dp": "R", "mesh_tp": "I"}
@@ -483,7 +483,7 @@ def test_untyped_axis_permissive(tp, mesh):
     with spmd.set_current_mesh(mesh), typecheck(strict_mode="permissive"):
         x = make({"dp": V}, (4, 4))
         y = spmd.all_reduce(x, tp, src=P, dst=R)
-        assert ltype(y) == {"mesh_dp": "V"}  # the axis is not added (SPEC 8.19)
+        assert ltype(y) == {"mesh_dp": "V"}  # the axis is not added
         z = make({"dp": R, "tp": R}, (4, 4))
         with pytest.raises(SpmdTypeError, match="all_reduce: expected input type"):
             spmd.all_reduce(z, tp, src=P, dst=R)
@@ -505,7 +505,7 @@ def test_unchecked_outputs_are_untyped(tp, dp_axis, tp_axis):
 
 
 # ----------------------------------------------------------------------------------
-# Wrong group / axis (SPEC 3.1)
+# Wrong group / axis
 # ----------------------------------------------------------------------------------
 
 
@@ -546,7 +546,7 @@ def test_non_tensor_input(tp):
 
 
 # ----------------------------------------------------------------------------------
-# dtype options (SPEC 3.9)
+# dtype options
 # ----------------------------------------------------------------------------------
 
 f32, f64, bf16, f16 = torch.float32, torch.float64, torch.bfloat16, torch.float16

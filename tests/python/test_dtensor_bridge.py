@@ -1,4 +1,4 @@
-"""The DTensor bridge (SPEC 4.10, 1.5) on the fake process group."""
+"""The DTensor bridge on the fake process group."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Bad input to the annotation API and rejected ops (SPEC 1.4, 4.1)."""
+"""Bad input to the annotation API and rejected ops."""
 
 import pytest
 import torch
@@ -85,7 +85,7 @@ def test_axis_not_in_current_mesh_strict(typed, dp_axis, tp_axis):
         assert ltype(ok) == {"mesh_tp": "V"}
         with pytest.raises(SpmdTypeError) as ei:
             typed({tp_axis: R}) + typed({tp_axis: R, dp_axis: V})
-        # mesh_dp is not in the current mesh and cannot fold into it (SPEC 4.8)
+        # mesh_dp is not in the current mesh and cannot fold into it
         assert ("args[1] cannot be auto-reinterpreted from {mesh_dp, mesh_tp} to the current "
                 "mesh {mesh_tp}. Operand has axes [mesh_dp] not in the current mesh [mesh_tp] "
                 "and has no destination to fold into.") in str(ei.value)

@@ -1,4 +1,4 @@
-"""Factories, untyped results and *_like ops (SPEC 2.7)."""
+"""Factories, untyped results and *_like ops."""
 
 import pytest
 import torch
@@ -56,7 +56,7 @@ def test_random_factories_are_typed_empty(checked, name, fn):
 
 
 def test_empty_stays_untyped_but_fails_like_typed_empty(checked, typed):
-    # SPEC 2.7 types torch.empty as {}.  At the dispatcher, `empty` is served
+    # The reference types torch.empty as {}.  At the dispatcher, `empty` is served
     # by BackendSelect and no op of it reaches cspmd's key, so the result has
     # no type at all (a documented deviation, docs/differences.md).  It
     # behaves as {} where it matters: used with a typed operand under a mesh

@@ -1,4 +1,4 @@
-"""Queries, normalization and PartitionSpec/SpmdType helpers (SPEC 1.4, 1.5, 4.1, 4.2)."""
+"""Queries, normalization and PartitionSpec/SpmdType helpers."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""The per-axis inference rule (SPEC 2.3) through real torch ops under typecheck()."""
+"""The per-axis inference rule through real torch ops under typecheck()."""
 
 import inspect
 import os
@@ -220,7 +220,7 @@ def test_scalar_over_partial_rejected(checked, typed):
 
 def test_linear_without_bias_allows_one_partial_factor(checked, typed):
     # aten sees t + mm: P in one factor flows (cspmd differs from the reference's
-    # Python-level F.linear on purpose, SPEC 9).
+    # Python-level F.linear on purpose).
     out = F.linear(typed(P), typed(R))
     assert ltype(out) == {"mesh_dp": "P", "mesh_tp": "P"}
 
@@ -286,7 +286,7 @@ def test_error_context_without_mesh(typed, tp_axis):
 
 
 def test_error_context_is_separate_attribute(checked, typed):
-    # SPEC 1.6/2.11: the checker fills SpmdTypeError.context with the operator
+    # the checker fills SpmdTypeError.context with the operator
     # description; .msg is the bare message and str() joins them with "\n\n".
     with pytest.raises(SpmdTypeError) as ei:
         typed(P) + typed(R)

@@ -1,4 +1,4 @@
-"""Turning checking on and off (SPEC 2.1, 4.5)."""
+"""Turning checking on and off."""
 
 import threading
 

@@ -1,4 +1,4 @@
-"""MeshAxis helpers and the current-mesh API (SPEC 1.1, 1.2, 4.9, 5.6)."""
+"""MeshAxis helpers and the current-mesh API."""
 
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""In-place ops and out= (SPEC 2.8)."""
+"""In-place ops and out=."""
 
 import pytest
 import torch

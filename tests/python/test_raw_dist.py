@@ -1,4 +1,4 @@
-"""Raw torch.distributed collectives inside a checked region (SPEC 3.11)."""
+"""Raw torch.distributed collectives inside a checked region."""
 
 import pytest
 import torch
@@ -45,7 +45,7 @@ def test_missing_axis_strict_and_permissive(mesh, dp, tp):
             dist.all_reduce(x, group=tp)
     with spmd.checker.typecheck(strict_mode="permissive"):
         dist.all_reduce(x, group=tp)
-    # SPEC 3.11: permissive skips the check, but all_reduce still writes R on
+    # permissive skips the check, but all_reduce still writes R on
     # the group's axis of a typed input.
     assert spmd.get_local_type(x) == {spmd.MeshAxis.of(dp): R, spmd.MeshAxis.of(tp): R}
 

@@ -1,4 +1,4 @@
-"""local(), local_map, Infer and the typed no_typecheck decorator (SPEC 4.4)."""
+"""local(), local_map, Infer and the typed no_typecheck decorator."""
 
 import pytest
 import torch

@@ -1,5 +1,5 @@
 """Autograd Function registration, spmd_typecheck hooks, decompositions and
-module backward hooks (SPEC 2.9, 4.6, 6.3), end to end under the checker."""
+module backward hooks, end to end under the checker."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""reinterpret_mesh (SPEC 4.8) end to end; the algorithm's every message is
+"""reinterpret_mesh end to end; the algorithm's every message is
 pinned in tests/c/test_compat.c."""
 
 import pytest

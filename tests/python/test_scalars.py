@@ -1,4 +1,4 @@
-"""Python numbers and the Scalar wrapper as operands (SPEC 2.5)."""
+"""Python numbers and the Scalar wrapper as operands."""
 
 import pytest
 import torch
@@ -103,7 +103,7 @@ def test_scalar_unwrapped_outside_checking(tp_axis):
 
 
 def test_scalar_at_plain_number_positions(checked, typed):
-    # SPEC 2.5: a Scalar anywhere is an operand, also where torch takes an int.
+    # a Scalar anywhere is an operand, also where torch takes an int.
     ax = {"dp": R, "tp": V}
     x = typed({"dp": R, "tp": R}, 8)
     y = x.narrow(0, spmd.Scalar(1, ax), spmd.Scalar(2, ax))

@@ -1,4 +1,4 @@
-"""Strict vs permissive, mesh completeness, untyped operands (SPEC 2.4)."""
+"""Strict vs permissive, mesh completeness, untyped operands."""
 
 import pytest
 import torch
@@ -66,7 +66,7 @@ def test_no_mesh_same_axes_ok(typed, tp_axis):
 
 def test_operand_axis_outside_current_mesh_strict(typed, dp_axis, tp_axis):
     with spmd.set_current_mesh({"tp": MeshAxis.of(4, 1)}), typecheck():
-        # SPEC 4.8 stage 1: operands are first reinterpreted onto the current
+        # operands are first reinterpreted onto the current
         # mesh; an axis that cannot fold into it is rejected there.
         with pytest.raises(SpmdTypeError, match=r"args\[1\] cannot be auto-reinterpreted from "
                            r"\{mesh_dp, mesh_tp\} to the current mesh \{mesh_tp\}"):

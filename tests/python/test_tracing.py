@@ -1,4 +1,4 @@
-"""trace() op and assert_type lines, and traceback_filtering (SPEC 4.5)."""
+"""trace() op and assert_type lines, and traceback_filtering."""
 
 import logging
 import os

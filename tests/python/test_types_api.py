@@ -1,4 +1,4 @@
-"""The annotation and query API (SPEC 1.1-1.4, 4.1-4.3) without ops."""
+"""The annotation and query API without ops."""
 
 import pytest
 import torch

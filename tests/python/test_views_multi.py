@@ -1,4 +1,4 @@
-"""Views, detach, no_grad and multi-output ops (SPEC 2.8)."""
+"""Views, detach, no_grad and multi-output ops."""
 
 import pytest
 import torch
@@ -35,7 +35,7 @@ VIEWS = {
 @pytest.mark.parametrize("name", list(VIEWS))
 def test_view_keeps_type(checked, typed, name, t):
     # At aten level select/slice are LINEAR, so P survives x[0] and x[:, 1:]
-    # (the reference's Python-level __getitem__ is NONLINEAR; SPEC 9).
+    # (the reference's Python-level __getitem__ is NONLINEAR).
     x = typed(t, 2, 3, 4)
     out = VIEWS[name](x)
     assert spmd.has_local_type(out)

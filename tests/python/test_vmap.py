@@ -1,4 +1,4 @@
-"""torch.func.vmap under checking (SPEC 6.5): the batch dim is orthogonal to
+"""torch.func.vmap under checking: the batch dim is orthogonal to
 the mesh axes, so types pass through the mapped function unchanged.  cspmd
 needs no vmap patch: the ops vmap runs on the unbatched tensors reach the
 kernel like any other."""

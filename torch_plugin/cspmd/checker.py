@@ -65,7 +65,7 @@ _original_grad = torch.autograd.grad
 
 
 def _seeds(outputs):
-    """Loss check (SPEC 6.2) and the implicit gradients of ``outputs``: ones,
+    """Loss check and the implicit gradients of ``outputs``: ones,
     typed as the dual of each output's type (the seed is Invariant data)."""
     seeds = []
     with no_typecheck():

@@ -1,4 +1,4 @@
-"""Differentiable collectives and conversions (SPEC 3).
+"""Differentiable collectives and conversions.
 
 Each call is one ``cspmd::collective`` op: the C core validates (src, dst)
 and the expert gate, resolves dims and dtypes, checks and infers the type,
@@ -63,7 +63,7 @@ def _dtype_code(dt, what):
 def _dtypes(op_dtype, out_dtype, backward_options):
     """[op, out, bw_op, bw_out, ...] (one pair per level of backward_options),
     and the unknown-keys error text ("" if none): the op raises it after the
-    reduced-precision rule, in SPEC 3.9's order."""
+    reduced-precision rule, in the reference's order."""
     out = [_dtype_code(op_dtype, "op_dtype"), _dtype_code(out_dtype, "out_dtype")]
     bad = ""
     level = backward_options
@@ -206,7 +206,7 @@ def all_to_all(x, axis, *, src=V, dst=V, split_dim=None, concat_dim=None,
 
 def reinterpret(x, axis, *, src, dst, expert_mode=False, op_dtype=None, out_dtype=None,
                 backward_options=None):
-    """Change the type, never the local data (SPEC 3.6).  I -> V and I -> P
+    """Change the type, never the local data.  I -> V and I -> P
     run as two nodes (I -> R, then R -> V|P).
 
     >>> y = reinterpret(x, tp, src=V, dst=P)  # doctest: +SKIP
@@ -238,7 +238,7 @@ def _same_base_noop(src, dst):
 
 def convert(x, axis, *, src, dst, expert_mode=False, op_dtype=None, out_dtype=None,
             backward_options=None):
-    """Change the type, keep the meaning, no communication (SPEC 3.7): e.g.
+    """Change the type, keep the meaning, no communication: e.g.
     R -> S(d) keeps this rank's chunk, R -> P zeroes every rank but 0.
 
     >>> y = convert(x, tp, src=R, dst=S(0))  # doctest: +SKIP
@@ -251,7 +251,7 @@ def convert(x, axis, *, src, dst, expert_mode=False, op_dtype=None, out_dtype=No
 
 
 def redistribute(x, axis, *, src, dst, op_dtype=None, out_dtype=None, backward_options=None):
-    """Change the type, keep the meaning, communicating if needed (SPEC 3.8).
+    """Change the type, keep the meaning, communicating if needed.
 
     >>> y = redistribute(x, tp, src=S(0), dst=R)  # doctest: +SKIP
     """

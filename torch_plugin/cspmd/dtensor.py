@@ -1,4 +1,4 @@
-"""The DTensor bridge (SPEC 4.10, 1.5): placements <-> local SPMD types,
+"""The DTensor bridge: placements <-> local SPMD types,
 ``spmd_redistribute`` on DTensors, and the typing of ``DTensor.to_local()``
 / ``DTensor.from_local()`` inside ``typecheck()``.
 
@@ -19,7 +19,7 @@ __all__ = ["dtensor_placement_to_spmd_type", "spmd_type_to_dtensor_placement",
            "spmd_redistribute", "TensorSharding", "DimSharding"]
 
 
-# ---- TensorSharding (SPEC 1.5) -------------------------------------------
+# ---- TensorSharding -------------------------------------------
 
 #: Sharding of one tensor dim: None (replicated), one mesh-dim name, or a
 #: sequence of names (major to minor).
@@ -154,7 +154,7 @@ def _local_type_of(mesh, placements, grad_placements):
     return out
 
 
-# ---- to_local / from_local under typecheck() (SPEC 4.10) ---------------------
+# ---- to_local / from_local under typecheck() ---------------------
 
 _saved = {}
 

@@ -279,7 +279,7 @@ def _outer_first(axes):
 
 
 def _resolve_local_axes(local_axes, entry):
-    """Validate ``local_axes`` against a mesh entry (SPEC 5.6): names,
+    """Validate ``local_axes`` against a mesh entry: names,
     MeshAxis or process groups, no duplicates, inside the mesh, and exactly
     the outermost axes.  Returns a frozenset of MeshAxis."""
     if isinstance(local_axes, (str, MeshAxis)) or not hasattr(local_axes, "__iter__"):
@@ -321,7 +321,7 @@ def set_current_mesh(axes=None, *, local_axes=()):
     change ``local_axes``).  Size-1 axes are dropped but stay resolvable by
     name.  ``local_axes`` (names, MeshAxis or process groups) marks an
     outermost prefix of the mesh's axes as local under global checking
-    (stored; see SPEC 5.6).
+    (stored; used by global checking).
 
     >>> with set_current_mesh({"tp": MeshAxis.of(4, 1)}):
     ...     sorted(current_mesh_names())

@@ -1,4 +1,4 @@
-"""Autograd Function registration and module backward hooks (SPEC 4.6, 6.3).
+"""Autograd Function registration and module backward hooks.
 
 cspmd needs no registration to *check* a custom ``torch.autograd.Function``:
 its forward and backward ops reach the C kernel like any other op, so an

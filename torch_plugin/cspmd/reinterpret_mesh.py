@@ -1,7 +1,7 @@
 """``reinterpret_mesh``: retag a tensor from one mesh presentation to another.
 
-The C core checks compatibility and remaps the type and partition spec
-(SPEC 4.8); this module only converts the arguments and stamps the result.
+The C core checks compatibility and remaps the type and partition spec;
+this module only converts the arguments and stamps the result.
 """
 
 from ._errors import SpmdTypeError
@@ -18,7 +18,7 @@ _UNTYPED = 0
 
 def _full_type_id(type_):
     """Intern a full destination type ``{axis: R|I|V|P}``, validated like a
-    stored type (SPEC 4.8): S(i) and other values are a TypeError."""
+    stored type: S(i) and other values are a TypeError."""
     t = normalize_local_type(type_)
     return ops.type_make([a.id for a in t], [lt.value for lt in t.values()], [])
 

@@ -321,7 +321,7 @@ def mutate_type(tensor, axis=None, *, src, dst):
     axes = [a for a in targets if a.size() > 1]
     srcs = [ltype_code(sd[a] if sd is not None else src, "src") for a in axes]
     dsts = [ltype_code(dd[a] if dd is not None else dst, "dst") for a in axes]
-    # The core checks every axis before changing any (SPEC 4.3).
+    # The core checks every axis before changing any.
     ops.set_type(tensor, ops.type_mutate(ops.get_type(tensor), [a.id for a in axes], srcs, dsts))
     return tensor
 

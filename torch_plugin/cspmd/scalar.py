@@ -78,7 +78,7 @@ class Scalar:
             return raw
         if isinstance(other, Scalar):
             from ._lib import ops
-            try:  # the core merges the types (SPEC 2.5)
+            try:  # the core merges the types
                 merged = ops.type_merge_scalars(self._type_id, other._type_id)
             except TypeError:
                 return NotImplemented
