@@ -144,6 +144,24 @@ const char *ctype_text(cspmd_ctype_t t, char *buf, size_t len) {
     throw_core_error(st, msg);
 }
 
+// "<user file:line>  cspmd::all_reduce({tp: P}, axis=tp, src=P, dst=R) -> {tp: R}",
+// the line trace() logs for a collective (the C kernel logs aten ops alike).
+void trace_collective(const char *fn, const at::Tensor &x, cspmd_axis_t axis, cspmd_ctype_t src,
+                      cspmd_ctype_t dst, cspmd_type_t out) {
+    char buf[512];
+    std::string line;
+    if (cspmd_python_user_frame(buf, sizeof buf) > 0)
+        line += std::string(buf) + "  ";
+    cspmd_type_t t = impl_get_type(x.unsafeGetTensorImpl());
+    cspmd_type_format(t == CSPMD_TYPE_UNTYPED ? CSPMD_TYPE_EMPTY : t, buf, sizeof buf);
+    line += std::string("cspmd::") + fn + "(" + buf + ", axis=" + cspmd_axis_display(axis, 0);
+    line += std::string(", src=") + ctype_text(src, buf, sizeof buf);
+    line += std::string(", dst=") + ctype_text(dst, buf, sizeof buf) + ") -> ";
+    cspmd_type_format(out, buf, sizeof buf);
+    line += buf;
+    cspmd_trace_emit(line.c_str());
+}
+
 // The kernel below autograd: check the type, compute in C, type the result.
 at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, int64_t axis,
                            IntList types, IntList dims, IntList sizes_a, IntList sizes_b,
@@ -165,6 +183,9 @@ at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, i
             raise_with_context(st, coll_name(op), x, static_cast<cspmd_axis_t>(axis), r.src,
                                r.dst);
     }
+    if (checking && cspmd_trace_enabled())
+        trace_collective(coll_name(op), x, static_cast<cspmd_axis_t>(axis), r.src, r.dst,
+                         out_type);
     cspmd_coll_call_t call{};
     call.op = r.op;
     call.group = group.c_str();
@@ -326,4 +347,12 @@ TORCH_LIBRARY_IMPL(cspmd, CompositeExplicitAutograd, m) {
 
 TORCH_LIBRARY_IMPL(cspmd, Autograd, m) {
     m.impl("collective", &cspmd::collective_autograd);
+}
+
+// A user's TorchDispatchMode (CommDebugMode, say) sees the functional
+// collectives that cspmd::collective runs -- _c10d_functional.all_reduce and
+// its wait_tensor, as the reference's collectives show up -- rather than one
+// opaque op: the op itself falls through the Python key.
+TORCH_LIBRARY_IMPL(cspmd, Python, m) {
+    m.impl("collective", torch::CppFunction::makeFallthrough());
 }

@@ -1,10 +1,9 @@
-// The `cspmd` operator library: the control ops through which the Python
-// front talks to the core (axes, types, the mesh stack, the key), and the
-// differentiable collective op.  Control ops only translate: every decision
-// is the core's.
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/autograd.h>
-#include <torch/library.h>
+// The control functions through which the Python front talks to the core
+// (axes, types, the mesh stack, the key), bound as the extension module
+// `cspmd._C`.  They only translate: every decision is the core's.
+#include <Python.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <optional>
 #include <string>
@@ -318,47 +317,68 @@ bool axis_print_debug() { return cspmd_axis_print_debug() != 0; }
 } // namespace
 } // namespace cspmd
 
-TORCH_LIBRARY(cspmd, m) {
+// The control functions as a Python extension module, `cspmd._C` (loaded by
+// cspmd/_lib.py from this same library).  Not dispatcher ops on purpose:
+// bookkeeping such as get_type/set_type must never show up as ops in a
+// user's TorchDispatchMode or in a profiler trace, and a plain call is also
+// far cheaper than a dispatcher round trip.  torch::wrap_pybind_function
+// raises the shim's C++ errors as their Python exceptions.
+PyMODINIT_FUNC PyInit__C(void) {
     using namespace cspmd;
-    m.def("axis_from_layout(int[] sizes, int[] strides) -> int", &axis_from_layout);
-    m.def("axis_from_ranks(int[] ranks) -> int", &axis_from_ranks);
-    m.def("axis_layout(int axis) -> int[]", &axis_layout);
-    m.def("axis_name_add(int axis, str name) -> ()", &axis_name_add);
-    m.def("axis_display(int axis, bool debug) -> str", &axis_display);
-    m.def("axes_orthogonal(int[] axes) -> bool", &axes_orthogonal);
-    m.def("axes_check_orthogonal(int[] axes) -> ()", &axes_check_orthogonal);
-    m.def("axes_flatten(int[] axes) -> int", &axes_flatten);
-    m.def("axis_le(int a, int b) -> bool", &axis_le);
-    m.def("axis_names_reset() -> ()", &axis_names_reset);
-    m.def("type_make(int[] axes, int[] ltypes, int[] spec) -> int", &type_make);
-    m.def("type_entries(int type) -> int[]", &type_entries);
-    m.def("type_spec(int type) -> int[]", &type_spec);
-    m.def("type_format(int type) -> str", &type_format);
-    m.def("type_refine(int existing, int next) -> int", &type_refine);
-    m.def("type_dual(int type) -> int", &type_dual);
-    m.def("type_mutate(int type, int[] axes, int[] src, int[] dst) -> int", &type_mutate);
-    m.def("type_merge_scalars(int a, int b) -> int", &type_merge_scalars);
-    m.def("type_local(int type) -> int", &type_local);
-    m.def("group_bind(str name, int axis) -> ()", &group_bind);
-    m.def("pending_scalars(int[] types) -> ()", &pending_scalars);
-    m.def("loss_check(int type) -> ()", &loss_check);
-    m.def("grad_watch_check(Tensor? t, int fallback, Tensor grad, str what) -> ()",
-          &grad_watch_check);
-    m.def("grad_check(int fwd, int grad, str what) -> int", &grad_check);
-    m.def("get_type(Tensor t) -> int", &get_type);
-    m.def("set_type(Tensor t, int type) -> ()", &set_type);
-    m.def("mesh_push(int[] axes) -> ()", &mesh_push);
-    m.def("mesh_pop() -> ()", &mesh_pop);
-    m.def("mesh_current() -> int[]", &mesh_current);
-    m.def("checker_set(bool enabled, bool strict) -> ()", &checker_set);
-    m.def("checker_state() -> int[]", &checker_state);
-    m.def("register_explicit() -> int", &register_explicit);
-    m.def("trace_set(bool on) -> ()", &trace_set);
-    m.def("trace_enabled() -> bool", &trace_enabled);
-    m.def("type_reinterpret_mesh(int src, int dst_full, int[] dst_axes) -> int",
-          &type_reinterpret_mesh);
-    m.def("type_to_mesh(int type, int arg_index) -> int", &type_to_mesh);
-    m.def("cross_mesh_advice(int[] types) -> str", &cross_mesh_advice);
-    m.def("axis_print_debug_set(bool debug) -> ()", &axis_print_debug_set);
-    m.def("axis_print_debug() -> bool", &axis_print_debug);
+    using torch::wrap_pybind_function;
+    static PyModuleDef def;
+    pybind11::module_ m;
+    try {
+        m = pybind11::module_::create_extension_module(
+            "cspmd._C", "cspmd's control functions (axes, types, mesh stack, checker state)",
+            &def);
+#define CSPMD_BIND(fn) m.def(#fn, wrap_pybind_function(fn))
+        CSPMD_BIND(axis_from_layout);
+        CSPMD_BIND(axis_from_ranks);
+        CSPMD_BIND(axis_layout);
+        CSPMD_BIND(axis_name_add);
+        CSPMD_BIND(axis_display);
+        CSPMD_BIND(axes_orthogonal);
+        CSPMD_BIND(axes_check_orthogonal);
+        CSPMD_BIND(axes_flatten);
+        CSPMD_BIND(axis_le);
+        CSPMD_BIND(axis_names_reset);
+        CSPMD_BIND(type_make);
+        CSPMD_BIND(type_entries);
+        CSPMD_BIND(type_spec);
+        CSPMD_BIND(type_format);
+        CSPMD_BIND(type_refine);
+        CSPMD_BIND(type_dual);
+        CSPMD_BIND(type_mutate);
+        CSPMD_BIND(type_merge_scalars);
+        CSPMD_BIND(type_local);
+        CSPMD_BIND(group_bind);
+        CSPMD_BIND(pending_scalars);
+        CSPMD_BIND(loss_check);
+        CSPMD_BIND(grad_watch_check);
+        CSPMD_BIND(grad_check);
+        CSPMD_BIND(get_type);
+        CSPMD_BIND(set_type);
+        CSPMD_BIND(mesh_push);
+        CSPMD_BIND(mesh_pop);
+        CSPMD_BIND(mesh_current);
+        CSPMD_BIND(checker_set);
+        CSPMD_BIND(checker_state);
+        CSPMD_BIND(register_explicit);
+        CSPMD_BIND(trace_set);
+        CSPMD_BIND(trace_enabled);
+        CSPMD_BIND(type_reinterpret_mesh);
+        CSPMD_BIND(type_to_mesh);
+        CSPMD_BIND(cross_mesh_advice);
+        CSPMD_BIND(axis_print_debug_set);
+        CSPMD_BIND(axis_print_debug);
+#undef CSPMD_BIND
+    } catch (pybind11::error_already_set &e) {
+        e.restore();
+        return nullptr;
+    } catch (const std::exception &e) {
+        PyErr_SetString(PyExc_ImportError, e.what());
+        return nullptr;
+    }
+    return m.release().ptr();
 }

@@ -1,6 +1,7 @@
 """The public header is the contract: it compiles as pedantic C11 and as C++,
 and the library exports exactly the cspmd_ functions of include/cspmd.h and
-of the shim's C face (csrc/torch/shim.h) -- everything else is hidden."""
+of the shim's C face (csrc/torch/shim.h), plus PyInit__C (it is also the
+extension module cspmd._C) -- everything else is hidden."""
 
 import os
 import re
@@ -48,3 +49,5 @@ def test_exported_symbols_match_the_headers():
     assert not extra, f"exported but in no header: {sorted(extra)}"
     # The core's internals (cspmdi_*) never leave the library.
     assert not [s for s in exported if s.startswith("cspmdi_")]
+    # The same library is the extension module cspmd._C (the control functions).
+    assert "PyInit__C" in {line.split()[-1] for line in nm.splitlines() if line.split()}

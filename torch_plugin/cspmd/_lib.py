@@ -1,6 +1,17 @@
-"""Loads libcspmd (the C core, kernel and shim) into torch's op registry."""
+"""Loads libcspmd (the C core, kernel and shim).
 
+Loading it registers the checking kernels on the dispatch key and the
+``cspmd::collective`` operator with torch; the same library is also the
+extension module ``cspmd._C``, the control functions (axes, types, the mesh
+stack, checker state) that the front calls directly -- not as dispatcher
+ops, so that bookkeeping never shows up in a user's dispatch mode or in a
+profiler trace.
+"""
+
+import importlib.machinery
+import importlib.util
 import os
+import sys
 
 import torch
 
@@ -16,9 +27,23 @@ def _find_library():
     if os.path.exists(path):
         return path
     raise ImportError(
-        f"cspmd: {_NAME} not found beside {here}; build and install cspmd "
-        "(pip install --no-build-isolation .) or set CSPMD_LIBRARY to the built library")
+        f"cspmd: {_NAME} not found beside {here}; install cspmd (pip install .) "
+        "or set CSPMD_LIBRARY to a built library")
 
 
-torch.ops.load_library(_find_library())
-ops = torch.ops.cspmd
+def _load_extension(path):
+    """The library's `cspmd._C` module (dlopen returns the handle torch loaded)."""
+    loader = importlib.machinery.ExtensionFileLoader("cspmd._C", path)
+    spec = importlib.util.spec_from_file_location("cspmd._C", path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules["cspmd._C"] = module
+    return module
+
+
+_path = _find_library()
+torch.ops.load_library(_path)
+# The control functions (cspmd._C): ops.get_type(t), ops.type_make(...), ...
+ops = _load_extension(_path)
+# The differentiable collective, a real operator (collectives are user-visible).
+collective = torch.ops.cspmd.collective

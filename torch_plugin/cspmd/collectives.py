@@ -10,7 +10,7 @@ import weakref
 
 import torch
 
-from ._lib import ops
+from ._lib import collective
 from .mesh import MeshAxis, process_group_for
 from .types import I, P, PerMeshAxisLocalSpmdType, R, Shard, V
 
@@ -136,7 +136,7 @@ def _run(fn, op, x, axis, src, dst, *, dims=(None, None), ndim_extra=0, sizes_a=
     else:
         nd = x.dim() + ndim_extra
         dim_list = [_dim(dims[0], nd, "dim"), _dim(dims[1], nd, "dim")]
-    return ops.collective(x, op, group, axis_id, types, dim_list,
+    return collective(x, op, group, axis_id, types, dim_list,
                           _NO_SIZES if sizes_a is None else _sizes(sizes_a, "split sizes"),
                           _NO_SIZES if sizes_b is None else _sizes(sizes_b, "split sizes"),
                           dtypes, bool(expert), bool(inplace), bad_options)
