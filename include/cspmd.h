@@ -295,9 +295,12 @@ CSPMD_API cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *o
 
 /* Park typed scalars for the next op the kernel sees (cspmd.Scalar at a
  * position that takes a plain number, e.g. narrow's start): they become
- * TYPED operands of that op.  n == 0 clears.  At most 8; per thread.
- * Errors: MISUSE (bad id), VALUE (more than 8). */
+ * TYPED operands of that op.  n == 0 clears.  Any number; per thread
+ * (allocates past 8).  Errors: MISUSE (bad id), NOMEM. */
 CSPMD_API cspmd_status_t cspmd_pending_scalars(const cspmd_type_t *types, int n);
+
+/* How many typed scalars are parked on the calling thread. */
+CSPMD_API int cspmd_pending_scalars_count(void);
 
 /* Take the parked typed scalars (at most cap) as TYPED operands at no
  * declared position into ops, and clear them.  Returns how many were

@@ -29,6 +29,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
@@ -86,37 +87,60 @@ void cspmd_infer_backward_relax(int on)
 
 /* ---- parked typed scalars ---------------------------------------------- */
 
-#define PENDING_MAX 8
-static _Thread_local cspmd_type_t tl_pending[PENDING_MAX];
+/* Any number per thread: a small inline array, a heap array past it
+ * (freed when the thread parks a short list again or clears). */
+#define PENDING_INLINE 8
+static _Thread_local cspmd_type_t tl_pending_inline[PENDING_INLINE];
+static _Thread_local cspmd_type_t *tl_pending_heap;
 static _Thread_local int tl_npending;
+
+static cspmd_type_t *pending_slots(void)
+{
+    return tl_pending_heap != NULL ? tl_pending_heap : tl_pending_inline;
+}
 
 cspmd_status_t cspmd_pending_scalars(const cspmd_type_t *types, int n)
 {
     if (n < 0 || (n > 0 && types == NULL))
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_pending_scalars: bad arguments");
-    if (n > PENDING_MAX)
-        return cspmd_error_set(CSPMD_ERR_VALUE, "cspmd: at most %d typed Scalars per call",
-                               PENDING_MAX);
     for (int i = 0; i < n; i++)
         if (!cspmdi_type_valid(types[i]))
             return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_pending_scalars: unknown type id %u",
                                    (unsigned)types[i]);
+    cspmd_type_t *heap = NULL;
+    if (n > PENDING_INLINE) {
+        heap = malloc((size_t)n * sizeof *heap);
+        if (heap == NULL)
+            return cspmd_error_set(CSPMD_ERR_NOMEM,
+                                   "cspmd_pending_scalars: out of memory for %d Scalars", n);
+    }
+    free(tl_pending_heap);
+    tl_pending_heap = heap;
+    cspmd_type_t *slots = pending_slots();
     for (int i = 0; i < n; i++)
-        tl_pending[i] = types[i];
+        slots[i] = types[i];
     tl_npending = n;
     return CSPMD_OK;
+}
+
+int cspmd_pending_scalars_count(void)
+{
+    return tl_npending;
 }
 
 int cspmd_pending_scalars_take(cspmd_operand_t *ops, int cap)
 {
     int n = tl_npending < cap ? tl_npending : cap;
+    const cspmd_type_t *slots = pending_slots();
     for (int i = 0; i < n; i++) {
-        ops[i].type = tl_pending[i];
+        ops[i].type = slots[i];
         ops[i].arg = UINT16_MAX; /* at no declared position */
         ops[i].kind = CSPMD_OPERAND_TYPED;
         ops[i].pad = 0;
     }
     tl_npending = 0;
+    free(tl_pending_heap);
+    tl_pending_heap = NULL;
     return n;
 }
 
@@ -507,9 +531,16 @@ static cspmd_status_t infer_view(const view_t *v, int lin, const mesh_info_t *m,
     }
     if (!any_axes)
         nfree_s = ncoef_s = 0; /* scalars add nothing without axes */
-    for (int j = 0; j < m->n; j++)
-        if (!axis_in(all, nall, m->axes[j]) && nall < UNION_CAP)
-            all[nall++] = m->axes[j];
+    for (int j = 0; j < m->n; j++) {
+        if (axis_in(all, nall, m->axes[j]))
+            continue;
+        if (nall == UNION_CAP)
+            return cspmd_error_set(CSPMD_ERR_NOMEM,
+                                   "cspmd_infer: more than %d axes among the operands and the "
+                                   "current mesh",
+                                   UNION_CAP);
+        all[nall++] = m->axes[j];
+    }
     sort_by_name(all, nall);
 
     cspmd_axis_t oaxes[CSPMD_MAX_AXES];
@@ -749,8 +780,12 @@ typedef struct memo_entry {
 
 static _Thread_local memo_entry_t tl_memo[MEMO_SIZE];
 
-/* Operand lists up to this long are auto-reinterpreted onto the mesh. */
-#define AUTO_REINTERPRET_MAX 128
+/* Operand lists up to this long are auto-reinterpreted onto the mesh in
+ * a stack array; longer ones in a heap array. */
+#define AUTO_REINTERPRET_INLINE 128
+/* Rules describe schema arguments with 64-bit masks (a weak scalar past
+ * them is at no declared position, as a typed one is). */
+#define RULE_ARGS_MAX 64
 
 static uint32_t mix(uint32_t h, uint32_t x)
 {
@@ -801,6 +836,13 @@ cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
         if (ops[i].kind > CSPMD_OPERAND_TYPED)
             return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: operand %d has bad kind %u",
                                    i, (unsigned)ops[i].kind);
+        if (ops[i].kind == CSPMD_OPERAND_TENSOR && ops[i].arg >= RULE_ARGS_MAX)
+            return cspmd_error_set(CSPMD_ERR_VALUE,
+                                   "%s: operand %d comes from schema argument %u; cspmd's op "
+                                   "rules describe at most %d schema arguments, so this op "
+                                   "cannot be checked",
+                                   r->name[0] ? cspmdi_rule_short_name(r) : "op", i,
+                                   (unsigned)ops[i].arg, RULE_ARGS_MAX);
         if (ops[i].kind != CSPMD_OPERAND_SCALAR && !cspmdi_type_valid(ops[i].type))
             return cspmd_error_set(CSPMD_ERR_MISUSE,
                                    "cspmd_infer: operand %d has unknown type id %u", i,
@@ -813,24 +855,45 @@ cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
     /* Stage 1: operands typed on other axes than the current
      * mesh's are reinterpreted onto it (unchanged when their axes are mesh
      * axes already). */
-    cspmd_operand_t conv[AUTO_REINTERPRET_MAX];
-    if (mesh && n <= AUTO_REINTERPRET_MAX) {
+    cspmd_operand_t conv_inline[AUTO_REINTERPRET_INLINE], *conv = conv_inline;
+    if (mesh) {
         int changed = 0, idx = 0;
-        for (int i = 0; i < n; i++) {
-            conv[i] = ops[i];
+        for (int i = 0; i < n && !changed; i++) {
             if (ops[i].kind == CSPMD_OPERAND_SCALAR)
                 continue;
-            cspmd_status_t st = cspmd_type_to_mesh(ops[i].type, idx++, &conv[i].type);
+            cspmd_type_t t;
+            cspmd_status_t st = cspmd_type_to_mesh(ops[i].type, idx++, &t);
             if (st != CSPMD_OK)
                 return st;
-            changed |= conv[i].type != ops[i].type;
+            changed = t != ops[i].type;
         }
-        if (changed)
+        if (changed) {
+            if (n > AUTO_REINTERPRET_INLINE) {
+                conv = malloc((size_t)n * sizeof *conv);
+                if (conv == NULL)
+                    return cspmd_error_set(CSPMD_ERR_NOMEM,
+                                           "cspmd_infer: out of memory for %d operands", n);
+            }
+            idx = 0;
+            for (int i = 0; i < n; i++) {
+                conv[i] = ops[i];
+                if (ops[i].kind == CSPMD_OPERAND_SCALAR)
+                    continue;
+                cspmd_status_t st = cspmd_type_to_mesh(ops[i].type, idx++, &conv[i].type);
+                if (st != CSPMD_OK) {
+                    if (conv != conv_inline)
+                        free(conv);
+                    return st;
+                }
+            }
             ops = conv;
+        }
     }
 
     cspmd_type_t res;
     cspmd_status_t st = infer_uncached(r, ops, n, &m, &res);
+    if (conv != conv_inline)
+        free(conv);
     if (st != CSPMD_OK)
         return st;
     *out = res;

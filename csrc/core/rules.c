@@ -484,7 +484,7 @@ static const cspmdi_rule_t rules[] = {
 /* Sorted index of exact-name entries (ids) and the list of prefix entries. */
 static int32_t sorted_ids[NRULES];
 static int nsorted;
-static int32_t prefix_ids[16];
+static int32_t prefix_ids[NRULES];
 static int nprefix;
 static pthread_once_t index_once = PTHREAD_ONCE_INIT;
 
@@ -511,8 +511,7 @@ static void build_index(void)
 {
     for (int32_t i = 1; i < NRULES; i++) {
         if (is_prefix_rule(&rules[i])) {
-            if (nprefix < (int)(sizeof prefix_ids / sizeof prefix_ids[0]))
-                prefix_ids[nprefix++] = i;
+            prefix_ids[nprefix++] = i;
         } else {
             sorted_ids[nsorted++] = i;
         }

@@ -7,6 +7,7 @@
  * reduce in full and keep this rank's piece (reduce_scatter).
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "collective_compute.h"
 
@@ -38,6 +39,17 @@ static void drain(pool_t *p)
         if (st != CSPMD_OK)                                                                        \
             goto done;                                                                             \
     } while (0)
+
+/* Per-rank tables (offsets, split sizes) are as long as the group: any
+ * number of ranks.  NULL with a NOMEM error set when out of memory. */
+static void *table_alloc(int64_t n, size_t elem)
+{
+    void *p = n > 0 && (uint64_t)n <= SIZE_MAX / elem ? calloc((size_t)n, elem) : NULL;
+    if (p == NULL)
+        cspmd_error_set(CSPMD_ERR_NOMEM, "cspmd: cannot allocate a table for %lld ranks",
+                        (long long)n);
+    return p;
+}
 
 static cspmd_status_t value_error(const char *fmt, long long a, long long b, long long c)
 {
@@ -79,16 +91,19 @@ typedef enum piece_kind {
     PIECE_SELECT    /* src.select(dim, s)                              */
 } piece_kind_t;
 
-/* out = cat(piece 0, ..., piece n-1; dim=cat_dim), n <= 64. */
+/* out = cat(piece 0, ..., piece n-1; dim=cat_dim). */
 static cspmd_status_t cat_pieces(cspmd_tensor_t *src, int64_t dim, const int64_t *off,
                                  const int64_t *len, int64_t n, piece_kind_t kind,
                                  int64_t cat_dim, cspmd_tensor_t **out)
 {
-    cspmd_tensor_t *pieces[64] = {NULL};
+    if (n > INT32_MAX)
+        return cspmd_error_set(CSPMD_ERR_VALUE, "cspmd: more than %d pieces in one collective",
+                               INT32_MAX);
+    cspmd_tensor_t **pieces = table_alloc(n, sizeof *pieces);
+    if (pieces == NULL)
+        return CSPMD_ERR_NOMEM;
     int made = 0;
     cspmd_status_t st = CSPMD_OK;
-    if (n > 64)
-        return cspmd_error_set(CSPMD_ERR_VALUE, "cspmd: at most 64 ranks per collective axis");
     for (int64_t s = 0; s < n && st == CSPMD_OK; s++) {
         cspmd_tensor_t *piece;
         st = kind == PIECE_SELECT ? cspmd_op_select(src, dim, s, &piece)
@@ -106,6 +121,7 @@ static cspmd_status_t cat_pieces(cspmd_tensor_t *src, int64_t dim, const int64_t
         st = cspmd_op_cat(pieces, made, cat_dim, out);
     for (int i = 0; i < made; i++)
         cspmd_tensor_release(pieces[i]);
+    free(pieces);
     return st;
 }
 
@@ -133,6 +149,7 @@ static cspmd_status_t all_gather(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
 {
     pool_t p = {{0}, 0};
     cspmd_status_t st = CSPMD_OK;
+    int64_t *offs = NULL;
     int64_t d = c->dim_a;
     if (c->src.shard_dim < 0) { /* V: stack along gather_dim */
         cspmd_tensor_t *u;
@@ -153,10 +170,9 @@ static cspmd_status_t all_gather(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
         for (int i = 0; i < c->nsizes_a; i++)
             most = c->sizes_a[i] > most ? c->sizes_a[i] : most;
         cspmd_tensor_t *pad, *g;
-        int64_t offs[64];
-        if (ws > 64) {
-            st = cspmd_error_set(CSPMD_ERR_VALUE, "all_gather: uneven split sizes support at "
-                                                  "most 64 ranks");
+        offs = table_alloc(ws, sizeof *offs);
+        if (offs == NULL) {
+            st = CSPMD_ERR_NOMEM;
             goto done;
         }
         for (int64_t s = 0; s < ws; s++)
@@ -170,6 +186,7 @@ static cspmd_status_t all_gather(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
     }
 done:
     drain(&p);
+    free(offs);
     return st;
 }
 
@@ -220,10 +237,13 @@ static cspmd_status_t all_to_all(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
     pool_t p = {{0}, 0};
     cspmd_status_t st = CSPMD_OK;
     int64_t a = c->dim_a, b = c->dim_b, n = cspmd_tensor_size(x, a);
-    int64_t even[64], outs[64], ins[64];
     cspmd_tensor_t *t, *g;
-    if (ws > 64)
-        return cspmd_error_set(CSPMD_ERR_VALUE, "all_to_all supports at most 64 ranks");
+    /* One allocation for the five per-rank tables. */
+    int64_t *tables = table_alloc(ws > 0 && ws <= INT64_MAX / 5 ? 5 * ws : -1, sizeof *tables);
+    if (tables == NULL)
+        return CSPMD_ERR_NOMEM;
+    int64_t *even = tables, *outs = tables + ws, *ins = tables + 2 * ws, *offs = tables + 3 * ws,
+            *lens = tables + 4 * ws;
     if (c->sizes_a != NULL || c->sizes_b != NULL) { /* uneven, along dim 0 */
         for (int64_t s = 0; s < ws; s++)
             even[s] = n / ws;
@@ -266,7 +286,7 @@ static cspmd_status_t all_to_all(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
         goto done;
     }
     /* Shard: chunk along a, send chunk s to rank s, concatenate along b. */
-    int64_t k = n / ws, offs[64], lens[64];
+    int64_t k = n / ws;
     for (int64_t s = 0; s < ws; s++) {
         offs[s] = s * k;
         lens[s] = k;
@@ -278,6 +298,7 @@ static cspmd_status_t all_to_all(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
     TRY(cat_pieces(g, 0, NULL, NULL, ws, PIECE_SELECT, b, out));
 done:
     drain(&p);
+    free(tables);
     return st;
 }
 

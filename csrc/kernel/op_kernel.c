@@ -9,6 +9,7 @@
  */
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
 
@@ -70,45 +71,90 @@ static cspmd_rule_t rule_for(const cspmd_call_t *call)
 
 /* ---- operands ----------------------------------------------------------- */
 
-#define MAX_OPERANDS 96
+/* The operands of one call: inline up to OPERANDS_INLINE (the hot path
+ * allocates nothing), on the heap past that, so ops over any number of
+ * tensors (cat of thousands of chunks, _foreach_* over every parameter)
+ * are checked whole. */
+#define OPERANDS_INLINE 96
 
-/* Tensors (out= excluded) and Scalar arguments, in argument order. */
-static int collect_operands(const cspmd_args_t *args, cspmd_operand_t *ops)
+typedef struct operands {
+    int n, cap;
+    cspmd_operand_t *v;
+    cspmd_operand_t inl[OPERANDS_INLINE];
+} operands_t;
+
+static void operands_init(operands_t *o)
 {
-    int n = 0, t = 0;
-    for (int arg = 0; arg < args->nargs && n < MAX_OPERANDS; arg++) {
+    o->n = 0;
+    o->cap = OPERANDS_INLINE;
+    o->v = o->inl;
+}
+
+static void operands_free(operands_t *o)
+{
+    if (o->v != o->inl)
+        free(o->v);
+    operands_init(o);
+}
+
+/* Room for `need` operands in total.  Errors: NOMEM. */
+static cspmd_status_t operands_reserve(operands_t *o, int need)
+{
+    if (need <= o->cap)
+        return CSPMD_OK;
+    cspmd_operand_t *v = malloc((size_t)need * sizeof *v);
+    if (v == NULL)
+        return cspmd_error_set(CSPMD_ERR_NOMEM, "cspmd: out of memory for %d operands", need);
+    memcpy(v, o->v, (size_t)o->n * sizeof *v);
+    if (o->v != o->inl)
+        free(o->v);
+    o->v = v;
+    o->cap = need;
+    return CSPMD_OK;
+}
+
+static void operand_push(operands_t *o, cspmd_type_t type, int arg, cspmd_operand_kind_t kind)
+{
+    cspmd_operand_t *op = &o->v[o->n++];
+    op->type = type;
+    op->arg = (uint16_t)arg;
+    op->kind = (uint8_t)kind;
+    op->pad = 0;
+}
+
+/* Tensors (out= excluded) and Scalar arguments, in argument order, then
+ * the parked typed Scalars (cspmd.Scalar), which stand in for the weak
+ * scalars of their numbers.  Errors: NOMEM. */
+static cspmd_status_t collect_operands(const cspmd_args_t *args, operands_t *o)
+{
+    int npending = cspmd_pending_scalars_count();
+    cspmd_status_t st = operands_reserve(o, args->nargs + args->ntensors + npending);
+    if (st != CSPMD_OK) {
+        cspmd_pending_scalars_take(NULL, 0);
+        return st;
+    }
+    int t = 0;
+    for (int arg = 0; arg < args->nargs; arg++) {
         if (arg < 64 && (args->scalar_args >> arg) & 1u) {
-            ops[n].type = CSPMD_TYPE_UNTYPED;
-            ops[n].arg = (uint16_t)arg;
-            ops[n].kind = CSPMD_OPERAND_SCALAR;
-            ops[n].pad = 0;
-            n++;
+            operand_push(o, CSPMD_TYPE_UNTYPED, arg, CSPMD_OPERAND_SCALAR);
             continue;
         }
-        for (; t < args->ntensors && args->tensors[t].arg == arg && n < MAX_OPERANDS; t++) {
+        for (; t < args->ntensors && args->tensors[t].arg == arg; t++) {
             const cspmd_tensor_ref_t *r = &args->tensors[t];
             if (r->out)
                 continue;
-            ops[n].type = r->type;
-            ops[n].arg = (uint16_t)arg;
-            ops[n].kind = r->wrapped_number ? CSPMD_OPERAND_SCALAR : CSPMD_OPERAND_TENSOR;
-            ops[n].pad = 0;
-            n++;
+            operand_push(o, r->type, arg,
+                         r->wrapped_number ? CSPMD_OPERAND_SCALAR : CSPMD_OPERAND_TENSOR);
         }
     }
-    return n;
-}
-
-static int replace_weak_scalars(cspmd_operand_t *ops, int n, const cspmd_operand_t *typed,
-                                int ntyped)
-{
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (ops[i].kind != CSPMD_OPERAND_SCALAR)
-            ops[k++] = ops[i];
-    for (int i = 0; i < ntyped && k < MAX_OPERANDS; i++)
-        ops[k++] = typed[i];
-    return k;
+    if (npending > 0) {
+        int k = 0;
+        for (int i = 0; i < o->n; i++)
+            if (o->v[i].kind != CSPMD_OPERAND_SCALAR)
+                o->v[k++] = o->v[i];
+        o->n = k + cspmd_pending_scalars_take(o->v + k, o->cap - k);
+    }
+    return CSPMD_OK;
 }
 
 static int any_typed(const cspmd_operand_t *ops, int n)
@@ -166,6 +212,9 @@ static void put_tensor(text_t *t, const cspmd_tensor_ref_t *r)
     put(t, tmp);
 }
 
+/* Tensors of one list argument shown in an error's context. */
+#define CONTEXT_TENSORS_SHOWN 16
+
 /* Append "In op(\n  name: value, ...) under mesh {..}" and the user's line
  * to the thread's current error message, keeping its status. */
 static cspmd_status_t with_context(cspmd_status_t st, const cspmd_call_t *call,
@@ -184,13 +233,18 @@ static cspmd_status_t with_context(cspmd_status_t st, const cspmd_call_t *call,
         put(&t, "    ");
         put(&t, cspmd_call_arg_name(call, arg));
         put(&t, ": ");
-        int first = 1, any = 0;
-        for (; ti < args->ntensors && args->tensors[ti].arg == arg; ti++) {
-            if (!first)
+        int shown = 0, any = 0;
+        for (; ti < args->ntensors && args->tensors[ti].arg == arg; ti++, any++) {
+            if (shown == CONTEXT_TENSORS_SHOWN)
+                continue; /* counted below, not shown */
+            if (shown)
                 put(&t, ",\n      ");
             put_tensor(&t, &args->tensors[ti]);
-            first = 0;
-            any = 1;
+            shown++;
+        }
+        if (any > shown) {
+            snprintf(tmp, sizeof tmp, ",\n      ... and %d more", any - shown);
+            put(&t, tmp);
         }
         if (!any) {
             cspmd_call_arg_text(call, arg, tmp, sizeof tmp);
@@ -294,13 +348,16 @@ static cspmd_status_t retry_in_backward(cspmd_rule_t rule, const cspmd_args_t *a
             if (args->tensors[i].arg == 0 && args->tensors[i].written)
                 self = i;
         if (self >= 0 && cspmd_tensor_is_zero(args->tensors[self].tensor)) {
-            cspmd_operand_t rest[MAX_OPERANDS];
-            int k = 0;
-            for (int i = 0; i < n; i++)
-                if (!(ops[i].arg == 0 && ops[i].kind == CSPMD_OPERAND_TENSOR))
-                    rest[k++] = ops[i];
-            st = cspmd_infer(rule, rest, k, out);
-            *zero_self = st == CSPMD_OK;
+            operands_t rest;
+            operands_init(&rest);
+            if (operands_reserve(&rest, n) == CSPMD_OK) {
+                for (int i = 0; i < n; i++)
+                    if (!(ops[i].arg == 0 && ops[i].kind == CSPMD_OPERAND_TENSOR))
+                        rest.v[rest.n++] = ops[i];
+                st = cspmd_infer(rule, rest.v, rest.n, out);
+                *zero_self = st == CSPMD_OK;
+            }
+            operands_free(&rest);
         }
     }
     cspmd_infer_backward_relax(0);
@@ -311,23 +368,17 @@ static cspmd_status_t retry_in_backward(cspmd_rule_t rule, const cspmd_args_t *a
 
 /* ---- the kernel --------------------------------------------------------- */
 
-cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
+static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_args_t *args,
+                                  operands_t *o, cspmd_args_t *results)
 {
-    cspmd_rule_t rule = rule_for(call);
-    if (cspmd_rule_kind(rule) == CSPMD_KIND_PASSTHROUGH)
-        return cspmd_call_redispatch(call);
-
-    cspmd_args_t args;
-    cspmd_status_t st = cspmd_call_args(call, &args);
+    cspmd_status_t st = cspmd_call_args(call, args);
     if (st != CSPMD_OK)
         return st;
-
-    cspmd_operand_t ops[MAX_OPERANDS];
-    int n = collect_operands(&args, ops);
-    cspmd_operand_t typed_scalars[8];
-    int nts = cspmd_pending_scalars_take(typed_scalars, 8);
-    if (nts > 0) /* typed Scalars stand in for the weak scalars of their numbers */
-        n = replace_weak_scalars(ops, n, typed_scalars, nts);
+    st = collect_operands(args, o);
+    if (st != CSPMD_OK)
+        return st;
+    const cspmd_operand_t *ops = o->v;
+    int n = o->n;
     /* Ops over tensors none of which carries a type (module construction,
      * bookkeeping inside torch functions) are not SPMD data: they run
      * unchecked and their results stay untyped.  Factories and fills still
@@ -338,14 +389,14 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
     st = cspmd_infer(rule, ops, n, &out);
     int zero_self = 0;
     if (st != CSPMD_OK && in_backward())
-        st = retry_in_backward(rule, &args, ops, n, &out, &zero_self);
+        st = retry_in_backward(rule, args, ops, n, &out, &zero_self);
     if (st != CSPMD_OK)
-        return with_context(st, call, &args);
+        return with_context(st, call, args);
 
     /* In-place and out=: the written tensor may not change its type.  The
      * op's name is only formatted when the check fails. */
-    for (int i = 0; i < args.ntensors; i++) {
-        const cspmd_tensor_ref_t *r = &args.tensors[i];
+    for (int i = 0; i < args->ntensors; i++) {
+        const cspmd_tensor_ref_t *r = &args->tensors[i];
         if (!r->written || r->type == CSPMD_TYPE_UNTYPED || r->type == out ||
             (zero_self && r->arg == 0))
             continue;
@@ -357,7 +408,7 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
         name[0] = '\0';
         put_op_name(&t, call);
         st = cspmd_type_check_mutation(name, r->type, out, r->requires_grad, &checked);
-        return with_context(st, call, &args);
+        return with_context(st, call, args);
     }
 
     if (cspmd_trace_enabled())
@@ -366,18 +417,34 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
     if (st != CSPMD_OK)
         return st;
 
-    for (int i = 0; i < args.ntensors; i++)
-        if (args.tensors[i].written)
-            (void)cspmd_tensor_set_type(args.tensors[i].tensor, out);
-    cspmd_args_t results;
-    st = cspmd_call_results(call, &results);
+    for (int i = 0; i < args->ntensors; i++)
+        if (args->tensors[i].written)
+            (void)cspmd_tensor_set_type(args->tensors[i].tensor, out);
+    st = cspmd_call_results(call, results);
     if (st != CSPMD_OK)
         return st;
-    for (int i = 0; i < results.ntensors; i++)
-        if (results.tensors[i].type != out) {
-            st = cspmd_tensor_set_type(results.tensors[i].tensor, out);
+    for (int i = 0; i < results->ntensors; i++)
+        if (results->tensors[i].type != out) {
+            st = cspmd_tensor_set_type(results->tensors[i].tensor, out);
             if (st != CSPMD_OK)
                 return st;
         }
     return CSPMD_OK;
+}
+
+cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
+{
+    cspmd_rule_t rule = rule_for(call);
+    if (cspmd_rule_kind(rule) == CSPMD_KIND_PASSTHROUGH)
+        return cspmd_call_redispatch(call);
+    cspmd_args_t args, results;
+    operands_t o;
+    operands_init(&o);
+    args.tensors = args.inline_refs;
+    results.tensors = results.inline_refs;
+    cspmd_status_t st = run_checked(call, rule, &args, &o, &results);
+    operands_free(&o);
+    cspmd_args_release(&args);
+    cspmd_args_release(&results);
+    return st;
 }

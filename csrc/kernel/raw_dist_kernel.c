@@ -23,20 +23,15 @@ static cspmd_status_t with_site(cspmd_status_t st, const cspmd_call_t *call)
     return cspmd_error_set(st, "%s", msg);
 }
 
-cspmd_status_t cspmd_raw_kernel_run(cspmd_call_t *call, const cspmd_raw_rule_t *r)
+static cspmd_status_t run_typed(cspmd_call_t *call, const cspmd_raw_rule_t *r,
+                                cspmd_args_t *argsp, cspmd_args_t *results)
 {
-    if (r->effect == CSPMD_RAW_PASS)
-        return cspmd_call_redispatch(call);
-    if (r->effect == CSPMD_RAW_UNSUPPORTED) {
-        cspmd_type_t unused;
-        return with_site(cspmd_raw_check_input(r, CSPMD_AXIS_TRIVIAL, 0, &unused), call);
-    }
     char group[160];
     cspmd_axis_t axis = CSPMD_AXIS_TRIVIAL;
-    cspmd_args_t args;
-    cspmd_status_t st = cspmd_call_args(call, &args);
+    cspmd_status_t st = cspmd_call_args(call, argsp);
     if (st != CSPMD_OK)
         return st;
+    const cspmd_args_t args = *argsp;
     /* Like any op over untyped tensors only (DTensor's own redistributions
      * of its local tensors, say), a collective of untyped data is not
      * checked. */
@@ -57,17 +52,17 @@ cspmd_status_t cspmd_raw_kernel_run(cspmd_call_t *call, const cspmd_raw_rule_t *
             call);
     }
 
-    cspmd_type_t after[64];
     cspmd_type_t first_after = CSPMD_TYPE_UNTYPED;
     int nin = 0, nout = 0;
     for (int i = 0; i < args.ntensors; i++) {
         const cspmd_tensor_ref_t *t = &args.tensors[i];
         if (t->arg == r->in_arg) {
-            st = cspmd_raw_check_input(r, axis, t->type, &after[i]);
+            cspmd_type_t after;
+            st = cspmd_raw_check_input(r, axis, t->type, &after);
             if (st != CSPMD_OK)
                 return with_site(st, call);
             if (nin++ == 0)
-                first_after = after[i];
+                first_after = after;
         } else if (t->arg == r->out_arg) {
             st = cspmd_raw_check_output(r, axis, t->type, r->out_is_list ? nout : -1);
             nout++;
@@ -80,17 +75,40 @@ cspmd_status_t cspmd_raw_kernel_run(cspmd_call_t *call, const cspmd_raw_rule_t *
     if (st != CSPMD_OK)
         return st;
     if (r->effect == CSPMD_RAW_SET_INPUT) {
-        for (int i = 0; i < args.ntensors; i++)
-            if (args.tensors[i].arg == r->in_arg && after[i] != args.tensors[i].type)
-                (void)cspmd_tensor_set_type(args.tensors[i].tensor, after[i]);
+        /* Every input passed the check above; the rule is a pure function,
+         * so asking again gives the type each one has now (no per-tensor
+         * table to size). */
+        for (int i = 0; i < args.ntensors; i++) {
+            cspmd_type_t after;
+            if (args.tensors[i].arg == r->in_arg &&
+                cspmd_raw_check_input(r, axis, args.tensors[i].type, &after) == CSPMD_OK &&
+                after != args.tensors[i].type)
+                (void)cspmd_tensor_set_type(args.tensors[i].tensor, after);
+        }
     }
     if (r->effect == CSPMD_RAW_SET_RESULT || r->effect == CSPMD_RAW_SET_INPUT) {
-        cspmd_args_t results;
-        st = cspmd_call_results(call, &results);
+        st = cspmd_call_results(call, results);
         if (st != CSPMD_OK)
             return st;
-        for (int i = 0; i < results.ntensors; i++)
-            (void)cspmd_tensor_set_type(results.tensors[i].tensor, first_after);
+        for (int i = 0; i < results->ntensors; i++)
+            (void)cspmd_tensor_set_type(results->tensors[i].tensor, first_after);
     }
     return CSPMD_OK;
+}
+
+cspmd_status_t cspmd_raw_kernel_run(cspmd_call_t *call, const cspmd_raw_rule_t *r)
+{
+    if (r->effect == CSPMD_RAW_PASS)
+        return cspmd_call_redispatch(call);
+    if (r->effect == CSPMD_RAW_UNSUPPORTED) {
+        cspmd_type_t unused;
+        return with_site(cspmd_raw_check_input(r, CSPMD_AXIS_TRIVIAL, 0, &unused), call);
+    }
+    cspmd_args_t args, results;
+    args.tensors = args.inline_refs;
+    results.tensors = results.inline_refs;
+    cspmd_status_t st = run_typed(call, r, &args, &results);
+    cspmd_args_release(&args);
+    cspmd_args_release(&results);
+    return st;
 }

@@ -5,6 +5,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -204,15 +205,29 @@ const char *cspmd_call_op_overload(const cspmd_call_t *call) {
     return call->op->operator_name().overload_name.c_str();
 }
 
+// Room for one more ref: the inline array first, then a heap array that
+// doubles (std::bad_alloc propagates to the caller's catch).
+static cspmd_tensor_ref_t *next_ref(cspmd_args_t *a) {
+    if (a->ntensors == a->cap) {
+        int cap = a->cap * 2;
+        auto *grown = static_cast<cspmd_tensor_ref_t *>(
+            std::malloc(static_cast<size_t>(cap) * sizeof(cspmd_tensor_ref_t)));
+        if (!grown)
+            throw std::bad_alloc();
+        std::memcpy(grown, a->tensors, static_cast<size_t>(a->ntensors) * sizeof *grown);
+        if (a->tensors != a->inline_refs)
+            std::free(a->tensors);
+        a->tensors = grown;
+        a->cap = cap;
+    }
+    return &a->tensors[a->ntensors++];
+}
+
 static void add_tensor(cspmd_args_t *a, const at::Tensor &t, int arg, const c10::Argument *s) {
     if (!t.defined())
         return;
-    if (a->ntensors >= static_cast<int>(sizeof a->tensors / sizeof a->tensors[0])) {
-        a->truncated = 1;
-        return;
-    }
     c10::TensorImpl *impl = t.unsafeGetTensorImpl();
-    cspmd_tensor_ref_t *r = &a->tensors[a->ntensors++];
+    cspmd_tensor_ref_t *r = next_ref(a);
     r->tensor = reinterpret_cast<cspmd_tensor_t *>(impl);
     r->type = cspmd::impl_get_type(impl);
     r->arg = static_cast<uint16_t>(arg);
@@ -221,14 +236,20 @@ static void add_tensor(cspmd_args_t *a, const at::Tensor &t, int arg, const c10:
     r->written = written;
     r->out = written && s->kwarg_only();
     r->requires_grad = impl->requires_grad();
+    r->pad[0] = r->pad[1] = 0;
+}
+
+static void args_init(cspmd_args_t *a) {
+    a->nargs = 0;
+    a->scalar_args = 0;
+    a->ntensors = 0;
+    a->cap = CSPMD_ARGS_INLINE;
+    a->tensors = a->inline_refs;
 }
 
 static void read_values(cspmd_args_t *a, const c10::IValue *first, size_t n,
                         const std::vector<c10::Argument> *schema) {
     a->nargs = static_cast<int>(n);
-    a->scalar_args = 0;
-    a->ntensors = 0;
-    a->truncated = 0;
     for (size_t i = 0; i < n; i++) {
         const c10::IValue &v = first[i];
         const c10::Argument *s = schema ? &(*schema)[i] : nullptr;
@@ -244,7 +265,16 @@ static void read_values(cspmd_args_t *a, const c10::IValue *first, size_t n,
     }
 }
 
+void cspmd_args_release(cspmd_args_t *args) {
+    if (args->tensors != args->inline_refs)
+        std::free(args->tensors);
+    args->tensors = args->inline_refs;
+    args->cap = CSPMD_ARGS_INLINE;
+    args->ntensors = 0;
+}
+
 cspmd_status_t cspmd_call_args(const cspmd_call_t *call, cspmd_args_t *args) {
+    args_init(args);
     try {
         const auto &schema = call->op->schema().arguments();
         size_t n = schema.size();
@@ -266,6 +296,7 @@ cspmd_status_t cspmd_call_redispatch(cspmd_call_t *call) {
 }
 
 cspmd_status_t cspmd_call_results(const cspmd_call_t *call, cspmd_args_t *results) {
+    args_init(results);
     try {
         size_t n = call->nreturns;
         if (call->stack->size() < n)

@@ -59,19 +59,29 @@ typedef struct cspmd_tensor_ref {
     uint8_t pad[2];
 } cspmd_tensor_ref_t;
 
+/* The tensors of a call's arguments (or results).  Up to
+ * CSPMD_ARGS_INLINE refs live inside the struct (the hot path allocates
+ * nothing); past that the shim grows a heap array, so every tensor of an
+ * op of any arity is seen.  Release with cspmd_args_release. */
+#define CSPMD_ARGS_INLINE 64
 typedef struct cspmd_args {
     int nargs;                  /* schema arguments                          */
-    uint64_t scalar_args;       /* bit i: argument i is a Scalar             */
+    uint64_t scalar_args;       /* bit i: argument i is a Scalar (i < 64)    */
     int ntensors;               /* tensors found, in argument order          */
-    int truncated;              /* more tensors than fit                     */
-    cspmd_tensor_ref_t tensors[64];
+    int cap;                    /* capacity of tensors                       */
+    cspmd_tensor_ref_t *tensors; /* inline_refs, or a heap array            */
+    cspmd_tensor_ref_t inline_refs[CSPMD_ARGS_INLINE];
 } cspmd_args_t;
 
-/* Read the call's arguments (allocation-free).  Errors: PENDING. */
+/* Read the call's arguments (allocation-free up to CSPMD_ARGS_INLINE
+ * tensors).  Errors: PENDING, NOMEM.  Always release args afterwards. */
 cspmd_status_t cspmd_call_args(const cspmd_call_t *call, cspmd_args_t *args);
+/* Free what cspmd_call_args / cspmd_call_results grew (idempotent). */
+void cspmd_args_release(cspmd_args_t *args);
 /* Run the real kernel with cspmd's key off (nested ops are not checked). */
 cspmd_status_t cspmd_call_redispatch(cspmd_call_t *call);
-/* After redispatch: the tensors among the results, in result order. */
+/* After redispatch: the tensors among the results, in result order
+ * (release as for cspmd_call_args). */
 cspmd_status_t cspmd_call_results(const cspmd_call_t *call, cspmd_args_t *results);
 
 /* The c10d group of the call (a `group_name` string or a ProcessGroup

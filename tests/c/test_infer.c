@@ -499,6 +499,73 @@ START_TEST(test_long_operand_lists)
 }
 END_TEST
 
+/* Past the stack array of the mesh reinterpretation (128 operands): an
+ * operand on a sub-axis of a mesh axis is still reinterpreted, wherever
+ * it sits. */
+START_TEST(test_long_lists_reinterpreted)
+{
+    enum { N = 1000 };
+    static cspmd_operand_t ops[N];
+    cspmd_axis_t flat;
+    ck_assert_int_eq(cspmd_axes_flatten((cspmd_axis_t[]){DP, TP}, 2, &flat), CSPMD_OK);
+    ck_assert_int_eq(cspmd_mesh_push(&flat, 1), CSPMD_OK);
+    cspmd_type_t on_flat;
+    cspmd_ltype_t r = LR;
+    ck_assert_int_eq(cspmd_type_make(&flat, &r, 1, NULL, &on_flat), CSPMD_OK);
+    for (int i = 0; i < N; i++)
+        ops[i] = TEN(on_flat, 0);
+    ops[N - 1] = TEN(ty(LR, LR), 0); /* on dp and tp: reinterpreted onto flat */
+    cspmd_rule_t cat = cspmd_rule_find("aten::cat", "");
+    cspmd_type_t out = 0;
+    ck_assert_int_eq(cspmd_infer(cat, ops, N, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, on_flat);
+    ops[N - 1] = TEN(ty(LR, LP), 0); /* P on tp: P on flat, and cat rejects P + R */
+    ck_assert_int_eq(cspmd_infer(cat, ops, N, &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_mesh_pop(), CSPMD_OK);
+}
+END_TEST
+
+/* Rules describe 64 schema arguments: an operand from a later argument is
+ * an error naming the limit, never a silently misread bit. */
+START_TEST(test_schema_argument_limit)
+{
+    cspmd_rule_t add = cspmd_rule_find("aten::add", "Tensor");
+    cspmd_type_t out = 0;
+    cspmd_operand_t ops[2] = {TEN(tt(LR), 0), TEN(tt(LP), 70)};
+    ck_assert_int_eq(cspmd_infer(add, ops, 2, &out), CSPMD_ERR_VALUE);
+    ck_assert_msg(strstr(cspmd_last_error(), "at most 64 schema arguments") != NULL, "%s",
+                  cspmd_last_error());
+    ops[1] = TEN(tt(LR), 63);
+    ck_assert_int_eq(cspmd_infer(add, ops, 2, &out), CSPMD_OK);
+}
+END_TEST
+
+/* Any number of parked typed scalars; taking clears them. */
+START_TEST(test_pending_scalars_grow)
+{
+    enum { N = 300 };
+    cspmd_type_t types[N];
+    static cspmd_operand_t taken[N];
+    for (int i = 0; i < N; i++)
+        types[i] = i % 2 ? tt(LV) : tt(LR);
+    ck_assert_int_eq(cspmd_pending_scalars(types, N), CSPMD_OK);
+    ck_assert_int_eq(cspmd_pending_scalars_count(), N);
+    ck_assert_int_eq(cspmd_pending_scalars_take(taken, N), N);
+    for (int i = 0; i < N; i++) {
+        ck_assert_uint_eq(taken[i].type, types[i]);
+        ck_assert_uint_eq(taken[i].kind, CSPMD_OPERAND_TYPED);
+    }
+    ck_assert_int_eq(cspmd_pending_scalars_count(), 0);
+    ck_assert_int_eq(cspmd_pending_scalars(types, 3), CSPMD_OK);
+    ck_assert_int_eq(cspmd_pending_scalars(types, N), CSPMD_OK); /* replaces */
+    ck_assert_int_eq(cspmd_pending_scalars(NULL, 0), CSPMD_OK);  /* clears */
+    ck_assert_int_eq(cspmd_pending_scalars_count(), 0);
+    types[7] = 987654;
+    ck_assert_int_eq(cspmd_pending_scalars(types, N), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_pending_scalars_count(), 0); /* unchanged */
+}
+END_TEST
+
 /* ---- the memo ----------------------------------------------------------- */
 
 START_TEST(test_memo)
@@ -598,6 +665,9 @@ Suite *suite_infer(void)
     tcase_add_test(tc, test_fills);
     tcase_add_test(tc, test_misc_ops);
     tcase_add_test(tc, test_long_operand_lists);
+    tcase_add_test(tc, test_long_lists_reinterpreted);
+    tcase_add_test(tc, test_schema_argument_limit);
+    tcase_add_test(tc, test_pending_scalars_grow);
     tcase_add_test(tc, test_memo);
     tcase_add_test(tc, test_infer_misuse);
     suite_add_tcase(s, tc);
