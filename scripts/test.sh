@@ -18,4 +18,6 @@ echo "valgrind: C tests clean (no invalid accesses, no definite leaks)"
 ninja -C build-asan tests/c/test_types tests/c/test_infer >/dev/null
 UBSAN_OPTIONS=halt_on_error=1 CK_FORK=no build-asan/tests/c/test_types | tail -1
 UBSAN_OPTIONS=halt_on_error=1 CK_FORK=no build-asan/tests/c/test_infer | tail -1
-python -m pytest -q tests/python
+# CSPMD_TEST_WHEEL=1: also build the wheel as `pip install .` does, install it
+# into a fresh virtual environment and run the quick start there.
+CSPMD_TEST_WHEEL=1 python -m pytest -q tests/python

@@ -4,6 +4,7 @@
 lives in ``cspmd.checker``.
 """
 
+from . import _lib
 from . import collectives as _coll
 from ._errors import DTensorPropagationError, RedistributeError, SpmdTypeError
 from ._traceback import api_boundary as _api
@@ -28,6 +29,8 @@ from .types import (I, Invariant, LocalSpmdType, P, Partial, PartitionSpec,
                     normalize_local_type, normalize_mesh, normalize_partition_spec,
                     partition_spec_get_shard, partition_spec_to_shard_types,
                     shard_types_to_partition_spec, to_local_type)
+
+__version__ = _lib.build_info["version"]
 
 # The collectives, with SpmdTypeError tracebacks filtered at the API boundary
 # (cspmd.collectives keeps the plain functions).
