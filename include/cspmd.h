@@ -410,6 +410,20 @@ CSPMD_API cspmd_status_t cspmd_loss_check(cspmd_type_t loss);
 CSPMD_API cspmd_status_t cspmd_grad_check(cspmd_type_t fwd, cspmd_type_t grad, const char *what,
                                           cspmd_type_t *out);
 
+/* The starting gradient of one output of backward() / autograd.grad given
+ * an explicit gradient (grad_tensors / grad_outputs / Tensor.backward's
+ * gradient).  An untyped grad takes, per axis, the dual of out's type --
+ * the type the implicit seed would have had (R->P, I->I, V->V, P->R); a
+ * typed grad must carry that dual on every axis of out (V accepted where P
+ * is due, then P there; a missing axis is filled with the dual in
+ * permissive mode and an error in strict mode).  out UNTYPED: *seed =
+ * grad.  out_what / grad_what name the output and its gradient in the
+ * message ("tensors[0]", "grad_tensors[0]").  Errors: SPMD_TYPE naming both
+ * and showing both types; MISUSE (unknown ids, NULL seed). */
+CSPMD_API cspmd_status_t cspmd_grad_seed(cspmd_type_t out, cspmd_type_t grad,
+                                         const char *out_what, const char *grad_what,
+                                         cspmd_type_t *seed);
+
 /* ===================================================================== */
 /* Cross-mesh reinterpretation                                            */
 /* ===================================================================== */

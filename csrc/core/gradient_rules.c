@@ -107,3 +107,73 @@ cspmd_status_t cspmd_grad_check(cspmd_type_t fwd, cspmd_type_t grad, const char 
     *out = result;
     return CSPMD_OK;
 }
+
+static const char *seed_hint(cspmd_ltype_t due, cspmd_ltype_t got)
+{
+    if (got == CSPMD_LT_NONE)
+        return "the gradient carries no type on this axis; give it the output's dual type "
+               "there, or pass an untyped gradient (built outside typecheck()), which takes "
+               "the dual of the output's type on every axis";
+    if (due == CSPMD_LT_P)
+        return "the output is Replicate, so its gradient is a pending sum (P): an already "
+               "reduced (R/I) gradient would be reduced again.  A gradient made from the "
+               "output inside typecheck() (e.g. torch.ones_like(output)) has the output's "
+               "own type; build it outside typecheck() (untyped: it takes the dual) or "
+               "declare it with reinterpret";
+    if (got == CSPMD_LT_P)
+        return "the gradient is still a pending sum (P): is an all_reduce of it missing "
+               "before backward()?";
+    return "a gradient has the dual of its output's type on every axis (R->P, I->I, V->V, "
+           "P->R).  Tensors made inside typecheck() are typed (torch.ones(...) is R, "
+           "torch.ones_like(y) has y's type); an untyped gradient (built outside "
+           "typecheck()) takes the dual automatically, or reinterpret the gradient to it";
+}
+
+cspmd_status_t cspmd_grad_seed(cspmd_type_t out, cspmd_type_t grad, const char *out_what,
+                               const char *grad_what, cspmd_type_t *seed)
+{
+    int n = cspmd_type_naxes(out);
+    if (n < 0 || cspmd_type_naxes(grad) < 0 || seed == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_grad_seed: bad arguments");
+    if (out_what == NULL)
+        out_what = "output";
+    if (grad_what == NULL)
+        grad_what = "gradient";
+    if (out == CSPMD_TYPE_UNTYPED || grad == CSPMD_TYPE_UNTYPED) {
+        *seed = out == CSPMD_TYPE_UNTYPED ? grad : cspmd_type_dual(out);
+        return CSPMD_OK;
+    }
+    cspmd_type_t result = grad;
+    for (int i = 0; i < n; i++) {
+        cspmd_axis_t axis;
+        cspmd_ltype_t t;
+        cspmd_status_t st = cspmd_type_entry(out, i, &axis, &t);
+        if (st != CSPMD_OK)
+            return st;
+        cspmd_ltype_t due = cspmd_ltype_dual(t), got = cspmd_type_get(grad, axis);
+        if (got == due)
+            continue;
+        if ((due == CSPMD_LT_P && got == CSPMD_LT_V) ||
+            (got == CSPMD_LT_NONE && !cspmd_checker_strict())) {
+            /* V is this rank's piece of the pending sum; a missing axis says nothing. */
+            st = cspmd_type_with(result, axis, due, &result);
+            if (st != CSPMD_OK)
+                return st;
+            continue;
+        }
+        char obuf[256], gbuf[256];
+        cspmd_type_format(out, obuf, sizeof obuf);
+        cspmd_type_format(grad, gbuf, sizeof gbuf);
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "Explicit gradient type mismatch on axis %s: %s is %s, so its "
+                               "gradient %s must be %s%s, but it is %s.\n"
+                               "  output type:   %s\n  gradient type: %s\nHint: %s",
+                               cspmd_axis_display(axis, 0), out_what, cspmd_ltype_letter(t),
+                               grad_what, cspmd_ltype_letter(due),
+                               due == CSPMD_LT_P ? " (or V)" : "",
+                               got == CSPMD_LT_NONE ? "untyped" : cspmd_ltype_letter(got), obuf,
+                               gbuf, seed_hint(due, got));
+    }
+    *seed = result;
+    return CSPMD_OK;
+}

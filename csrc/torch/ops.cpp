@@ -224,6 +224,13 @@ int64_t grad_check(int64_t fwd, int64_t grad, std::string what) {
     return out;
 }
 
+int64_t grad_seed(int64_t out, int64_t grad, std::string out_what, std::string grad_what) {
+    cspmd_type_t seed;
+    check(cspmd_grad_seed(to_type(out), to_type(grad), out_what.c_str(), grad_what.c_str(),
+                          &seed));
+    return seed;
+}
+
 // The gradient-duality check of one gradient, in one call from a Python
 // hook: the forward type is the tensor's if it is alive, else `fallback`;
 // a V gradient where P is due is retyped P in place.  A no-op when the key
@@ -357,6 +364,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(loss_check);
         CSPMD_BIND(grad_watch_check);
         CSPMD_BIND(grad_check);
+        CSPMD_BIND(grad_seed);
         CSPMD_BIND(get_type);
         CSPMD_BIND(set_type);
         CSPMD_BIND(mesh_push);

@@ -47,6 +47,51 @@ START_TEST(test_loss_check)
 }
 END_TEST
 
+START_TEST(test_grad_seed)
+{
+    cspmd_type_t seed = 0;
+    /* Untyped gradient: the dual of the output, per axis. */
+    ck_assert_int_eq(cspmd_grad_seed(ty(LR, LV), CSPMD_TYPE_UNTYPED, "y", "g", &seed), CSPMD_OK);
+    ck_assert_uint_eq(seed, ty(LP, LV));
+    ck_assert_int_eq(cspmd_grad_seed(ty(LP, LI), CSPMD_TYPE_UNTYPED, "y", "g", &seed), CSPMD_OK);
+    ck_assert_uint_eq(seed, ty(LR, LI));
+    /* Untyped output: the gradient as given. */
+    ck_assert_int_eq(cspmd_grad_seed(CSPMD_TYPE_UNTYPED, ty(LV, LV), "y", "g", &seed), CSPMD_OK);
+    ck_assert_uint_eq(seed, ty(LV, LV));
+    /* Typed gradient: the dual passes; V where P is due becomes P. */
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LI), ty(LV, LI), "y", "g", &seed), CSPMD_OK);
+    ck_assert_uint_eq(seed, ty(LV, LI));
+    ck_assert_int_eq(cspmd_grad_seed(ty(LR, LR), ty(LV, LP), "y", "g", &seed), CSPMD_OK);
+    ck_assert_uint_eq(seed, ty(LP, LP));
+    /* Anything else names both tensors and shows both types; seed untouched. */
+    seed = 7;
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LV, LR), "tensors[0]", "grad_tensors[0]",
+                                     &seed),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_uint_eq(seed, 7);
+    const char *m = cspmd_last_error();
+    ck_assert_ptr_nonnull(strstr(m, "Explicit gradient type mismatch on axis tp: tensors[0] is "
+                                    "R, so its gradient grad_tensors[0] must be P (or V), but "
+                                    "it is R."));
+    ck_assert_ptr_nonnull(strstr(m, "output type:   {dp: V, tp: R}"));
+    ck_assert_ptr_nonnull(strstr(m, "gradient type: {dp: V, tp: R}"));
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LI), ty(LP, LI), "y", "g", &seed),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "still a pending sum"));
+    /* A missing axis: strict error, permissive filled with the dual. */
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LV, NONE), "y", "g", &seed),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "but it is untyped."));
+    cspmd_checker_set(1, 0);
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LV, NONE), "y", "g", &seed), CSPMD_OK);
+    ck_assert_uint_eq(seed, ty(LV, LP));
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), CSPMD_TYPE_UNTYPED, "y", "g", NULL),
+                     CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_grad_seed(999999, CSPMD_TYPE_UNTYPED, "y", "g", &seed),
+                     CSPMD_ERR_MISUSE);
+}
+END_TEST
+
 START_TEST(test_grad_duality)
 {
     cspmd_type_t out = 0;
@@ -240,6 +285,7 @@ Suite *suite_grad(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_loss_check);
     tcase_add_test(tc, test_grad_duality);
+    tcase_add_test(tc, test_grad_seed);
     tcase_add_test(tc, test_route);
     tcase_add_test(tc, test_dims);
     tcase_add_test(tc, test_dtypes);

@@ -78,6 +78,39 @@ def _seeds(outputs):
     return tuple(seeds)
 
 
+def _explicit_gradients(outputs, grads, single, names):
+    """The gradients backward() / autograd.grad start from, typed by the core:
+    an untyped explicit gradient takes the dual of its output's type (what
+    the implicit seed would be), a typed one is checked to be that dual.
+    None entries of scalar outputs get the implicit seed (and the loss check).
+    A gradient whose type changes is retyped on an alias, never in place:
+    the caller's tensor keeps its type."""
+    gs = ((grads,) if isinstance(grads, torch.Tensor)
+          else (None,) * len(outputs) if grads is None else tuple(grads))
+    if len(gs) != len(outputs):
+        return grads  # torch reports the mismatch itself
+    out_name, grad_name = names
+    out = []
+    with no_typecheck():
+        for i, (t, g) in enumerate(zip(outputs, gs)):
+            if not isinstance(t, torch.Tensor):
+                out.append(g)
+            elif g is None:
+                out.append(_seeds((t,))[0] if t.numel() == 1 else None)
+            elif not isinstance(g, torch.Tensor):
+                out.append(g)
+            else:
+                what = ("the output", grad_name) if single else (f"{out_name}[{i}]",
+                                                                 f"{grad_name}[{i}]")
+                have = ops.get_type(g)
+                seed = ops.grad_seed(ops.get_type(t), have, what[0], what[1])
+                if seed != have:
+                    g = g.view_as(g) if g.requires_grad else g.detach()
+                    ops.set_type(g, seed)
+                out.append(g)
+    return out[0] if single else tuple(out)
+
+
 class _BackwardScope:
     """Runs the autograd engine with checking on or off, as typecheck(backward=...) says.
     The engine captures the dispatch key set when backward() starts."""
@@ -103,11 +136,11 @@ def _as_tuple(t):
 @functools.wraps(_original_backward)
 def _checked_backward(tensors, grad_tensors=None, *args, **kwargs):
     s = _state()
-    if s.enabled and s.backward and grad_tensors is None:
-        ts = _as_tuple(tensors)
-        if all(t.numel() == 1 for t in ts):  # else torch raises its own error
-            seeds = _seeds(ts)
-            grad_tensors = seeds[0] if isinstance(tensors, torch.Tensor) else seeds
+    if s.enabled and s.backward:
+        single = isinstance(tensors, torch.Tensor)
+        grad_tensors = _explicit_gradients(_as_tuple(tensors), grad_tensors, single,
+                                           ("tensors", "(given to backward())" if single
+                                            else "grad_tensors"))
     with _BackwardScope():
         return _original_backward(tensors, grad_tensors, *args, **kwargs)
 
@@ -115,11 +148,11 @@ def _checked_backward(tensors, grad_tensors=None, *args, **kwargs):
 @functools.wraps(_original_grad)
 def _checked_grad(outputs, inputs, grad_outputs=None, *args, **kwargs):
     s = _state()
-    if s.enabled and s.backward and grad_outputs is None:
-        outs = _as_tuple(outputs)
-        if all(t.numel() == 1 for t in outs):
-            seeds = _seeds(outs)
-            grad_outputs = seeds[0] if isinstance(outputs, torch.Tensor) else seeds
+    if s.enabled and s.backward:
+        single = isinstance(outputs, torch.Tensor)
+        grad_outputs = _explicit_gradients(_as_tuple(outputs), grad_outputs, single,
+                                           ("outputs", "(grad_outputs)" if single
+                                            else "grad_outputs"))
     with _BackwardScope():
         return _original_grad(outputs, inputs, grad_outputs, *args, **kwargs)
 
