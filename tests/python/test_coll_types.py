@@ -716,12 +716,22 @@ def test_all_gather_gradient_type(tp, checked):
     assert ltype(x.grad) == {"mesh_dp": "P", "mesh_tp": "V"}
 
 
+def untyped_ones(*shape):
+    with spmd.no_typecheck():
+        return torch.ones(*shape)
+
+
 def test_wrong_explicit_gradient_type_raises_in_backward(tp, checked):
     x = make({"dp": R, "tp": V}, (2, 3), requires_grad=True)
     y = spmd.all_gather(x, tp, src=V, dst=R)
     g = make({"dp": P, "tp": R}, (4, 2, 3))  # the gradient of an R tensor must be P
-    with pytest.raises(SpmdTypeError) as ei:
+    # Given to backward(), the explicit-gradient rule rejects it up front ...
+    with pytest.raises(SpmdTypeError, match="Explicit gradient type mismatch on axis mesh_tp"):
         y.backward(g)
+    # ... and handed to the backward collective by a hook, that collective does.
+    y.register_hook(lambda _: g)
+    with pytest.raises(SpmdTypeError) as ei:
+        y.backward(untyped_ones(4, 2, 3))
     assert first_line(ei) == ("reduce_scatter: expected input type PerMeshAxisLocalSpmdType.P on "
                               "axis mesh_tp, got PerMeshAxisLocalSpmdType.R")
     assert x.grad is None
@@ -741,8 +751,9 @@ def test_wrong_gradient_type_each_backward(fn, kw, shape, gshape, gtype, bwd_fn,
     x = make({"dp": R, "tp": base(src)}, shape, requires_grad=True)
     y = getattr(spmd, fn)(x, tp, **kw)
     g = make({"dp": P, "tp": gtype}, gshape)
+    y.register_hook(lambda _: g)  # the wrong gradient reaches the backward collective
     with pytest.raises(SpmdTypeError) as ei:
-        y.backward(g)
+        y.backward(untyped_ones(*gshape))
     assert first_line(ei) == (f"{bwd_fn}: expected input type {LONG[want]} on axis mesh_tp, "
                               f"got {LONG[gtype]}")
 
