@@ -264,9 +264,18 @@ typedef enum cspmd_rule_kind {
                                 operand, else inference                     */
     CSPMD_KIND_FILL,         /* in-place fill of self (zero_, fill_, copy_
                                 of an untyped self): deterministic          */
-    CSPMD_KIND_RANDOM_FILL   /* in-place random fill (normal_, uniform_...) */
+    CSPMD_KIND_RANDOM_FILL,  /* in-place random fill (normal_, uniform_...) */
+    CSPMD_KIND_FOREACH       /* list op (_foreach_*, fused optimizers): each
+                                element i is inferred alone, from element i
+                                of every list argument and the plain
+                                arguments, with cspmd_infer_element         */
 } cspmd_rule_kind_t;
 CSPMD_API cspmd_rule_kind_t cspmd_rule_kind(cspmd_rule_t rule);
+
+/* Whether a written tensor at schema argument (or result) index arg takes
+ * the op's inferred type: 1 for every argument of every rule except the
+ * fused optimizers' bookkeeping lists (state_steps), which keep theirs. */
+CSPMD_API int cspmd_rule_takes_result(cspmd_rule_t rule, int arg);
 /* "LINEAR", "MULTILINEAR", "NONLINEAR", ... (for tests and tracing). */
 CSPMD_API const char *cspmd_rule_name(cspmd_rule_t rule);
 
@@ -292,6 +301,17 @@ typedef struct cspmd_operand {
  * lock-free on a memo hit. */
 CSPMD_API cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
                                      cspmd_type_t *out);
+
+/* Element index of a FOREACH rule's op: infer it with the rule of the
+ * single-tensor op (_foreach_add_ -> add_; the fused optimizers' own
+ * per-parameter rule), over ops[0..n) = element index of every list
+ * argument plus the plain arguments.  An error is the element rule's
+ * message prefixed with the op and the index ("_foreach_add_: list
+ * element [3]: ...").  MISUSE for a rule that is not FOREACH.  Lock- and
+ * allocation-free on a memo hit, as cspmd_infer. */
+CSPMD_API cspmd_status_t cspmd_infer_element(cspmd_rule_t rule, int64_t index,
+                                             const cspmd_operand_t *ops, int n,
+                                             cspmd_type_t *out);
 
 /* Park typed scalars for the next op the kernel sees (cspmd.Scalar at a
  * position that takes a plain number, e.g. narrow's start): they become

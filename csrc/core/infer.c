@@ -907,3 +907,21 @@ cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
     }
     return CSPMD_OK;
 }
+
+/* ===================================================================== */
+/* List ops, element by element                                          */
+/* ===================================================================== */
+
+cspmd_status_t cspmd_infer_element(cspmd_rule_t rule, int64_t index, const cspmd_operand_t *ops,
+                                   int n, cspmd_type_t *out)
+{
+    if (cspmd_rule_kind(rule) != CSPMD_KIND_FOREACH)
+        return cspmd_error_set(CSPMD_ERR_MISUSE,
+                               "cspmd_infer_element: rule %d is not a list op's rule", (int)rule);
+    cspmd_status_t st = cspmd_infer(cspmdi_rule_element(rule), ops, n, out);
+    if (st == CSPMD_OK || st == CSPMD_ERR_MISUSE)
+        return st;
+    char msg[MSG_CAP];
+    snprintf(msg, sizeof msg, "%s", cspmd_last_error());
+    return cspmd_error_set(st, "list element [%lld]: %s", (long long)index, msg);
+}

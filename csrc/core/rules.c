@@ -31,10 +31,17 @@
  *     treats Tensor.to as NONLINEAR, rejecting P.to(bf16)).
  *   - div with rounding_mode (div.Tensor_mode ...) is NONLINEAR (floor and
  *     trunc are not linear); view.dtype (bit reinterpretation) NONLINEAR.
- *   - _foreach_* and fused optimizer ops are PASSTHROUGH: they act per list
- *     element, and one output type for the whole list would be wrong.
+ *   - _foreach_<op> ops are FOREACH: element i of the result is inferred
+ *     with <op>'s own rule over element i of every list argument (the id
+ *     is CSPMDI_FOREACH_BIT | <op>'s id, so no table entry is needed).
+ *     The fused optimizers (_fused_adam_, _fused_adamw_, _fused_sgd_,
+ *     _fused_adagrad_) are FOREACH entries with their per-parameter rule:
+ *     the update is a function of (param, grad, optimizer state);
+ *     state_steps and the AMP scalars are not operands and keep their
+ *     types.  (dev: the reference sees neither.)
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,36 +52,41 @@
 #define ALL_BUT_0 (~UINT64_C(1))
 
 enum { INFER = CSPMD_KIND_INFER, PASS = CSPMD_KIND_PASSTHROUGH, FACT = CSPMD_KIND_FACTORY,
-       FILL = CSPMD_KIND_FILL, RFILL = CSPMD_KIND_RANDOM_FILL };
+       FILL = CSPMD_KIND_FILL, RFILL = CSPMD_KIND_RANDOM_FILL, EACH = CSPMD_KIND_FOREACH };
 enum { NL = CSPMDI_LIN_NONLINEAR, LI = CSPMDI_LIN_LINEAR, ML = CSPMDI_LIN_MULTILINEAR };
 
 /* LINEAR with weak-scalar positions sp. */
-#define LIN(n, o, sp) {n, o, LI, INFER, 0, -1, -1, -1, sp, 0, 0}
+#define LIN(n, o, sp) {n, o, LI, INFER, 0, -1, -1, -1, sp, 0, 0, 0}
 /* LINEAR in the other operands, coefficients at args cf. */
-#define LINC(n, o, sp, cf) {n, o, LI, INFER, 0, -1, -1, -1, sp, cf, 0}
+#define LINC(n, o, sp, cf) {n, o, LI, INFER, 0, -1, -1, -1, sp, cf, 0, 0}
 /* MULTILINEAR. */
-#define MUL(n, o) {n, o, ML, INFER, 0, -1, -1, -1, 0, 0, 0}
+#define MUL(n, o) {n, o, ML, INFER, 0, -1, -1, -1, 0, 0, 0, 0}
 /* MULTILINEAR with scalar positions and nonlinear positions. */
-#define MULN(n, o, sp, nl) {n, o, ML, INFER, 0, -1, -1, -1, sp, nl, 0}
+#define MULN(n, o, sp, nl) {n, o, ML, INFER, 0, -1, -1, -1, sp, nl, 0, 0}
 /* NONLINEAR, listed for documentation (same as an unknown op). */
-#define NON(n, o) {n, o, NL, INFER, 0, -1, -1, -1, 0, 0, 0}
+#define NON(n, o) {n, o, NL, INFER, 0, -1, -1, -1, 0, 0, 0, 0}
 /* Backward op: linear in the gradient (arg 0), other args coefficients. */
-#define BWD(n) {n, "*", ML, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, ALL_BUT_0, 0}
+#define BWD(n) {n, "*", ML, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, ALL_BUT_0, 0, 0}
 /* Structural backward op with one tensor (the gradient): LINEAR. */
-#define BWDL(n) {n, "*", LI, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, 0, 0}
+#define BWDL(n) {n, "*", LI, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, 0, 0, 0}
 /* LINEAR(MULTILINEAR(arg a, arg b), arg s), nonlinear positions nl. */
-#define DEC(n, a, b, s, nl) {n, "*", LI, INFER, CSPMDI_RF_DECOMP, a, b, s, 0, nl, 0}
+#define DEC(n, a, b, s, nl) {n, "*", LI, INFER, CSPMDI_RF_DECOMP, a, b, s, 0, nl, 0, 0}
 /* Deterministic factory. */
-#define FAC(n, o, f) {n, o, NL, FACT, f, -1, -1, -1, 0, 0, 0}
-#define FILLR(n, o) {n, o, NL, FILL, 0, -1, -1, -1, 0, 0, 0}
-#define RAND(n, o) {n, o, NL, RFILL, 0, -1, -1, -1, 0, 0, 0}
-#define PASSR(n, o) {n, o, NL, PASS, 0, -1, -1, -1, 0, 0, 0}
+#define FAC(n, o, f) {n, o, NL, FACT, f, -1, -1, -1, 0, 0, 0, 0}
+#define FILLR(n, o) {n, o, NL, FILL, 0, -1, -1, -1, 0, 0, 0, 0}
+#define RAND(n, o) {n, o, NL, RFILL, 0, -1, -1, -1, 0, 0, 0, 0}
+#define PASSR(n, o) {n, o, NL, PASS, 0, -1, -1, -1, 0, 0, 0, 0}
 /* LINEAR over the operands at args op only. */
-#define SRC(n, o, op) {n, o, LI, INFER, 0, -1, -1, -1, 0, 0, op}
+#define SRC(n, o, op) {n, o, LI, INFER, 0, -1, -1, -1, 0, 0, op, 0}
+/* A fused optimizer step, per parameter: linearity lin over the lists at
+ * args op; the written lists at args res take the result. */
+#define FUSED(n, lin, op, res) {n, "*", lin, EACH, 0, -1, -1, -1, 0, 0, op, res}
+#define ADAM_OPERANDS (B(0) | B(1) | B(2) | B(3) | B(4)) /* param grad m v vmax */
+#define ADAM_RESULTS (B(0) | B(2) | B(3) | B(4))
 
 static const cspmdi_rule_t rules[] = {
     /* 0: the default for unknown ops. */
-    {"", "", NL, INFER, 0, -1, -1, -1, 0, 0, 0},
+    {"", "", NL, INFER, 0, -1, -1, -1, 0, 0, 0, 0},
 
     /* ---- LINEAR: add / sub families (positions 0, 1) ---------------- */
     LIN("aten::add", "*", B(0) | B(1)),
@@ -260,6 +272,10 @@ static const cspmdi_rule_t rules[] = {
     LINC("aten::masked_select", "*", B(0), B(1)),
     /* where.self(condition, self, other). */
     LINC("aten::where", "*", B(1) | B(2), B(0)),
+    /* lerp(self, end, weight) = (1 - weight) * self + weight * end:
+     * linear in (self, end), the weight a coefficient. */
+    LINC("aten::lerp", "*", 0, B(2)),
+    LINC("aten::lerp_", "*", 0, B(2)),
     /* embedding(weight, indices, ...): linear in the weight. */
     LINC("aten::embedding", "*", 0, B(1)),
     /* ---- MULTILINEAR: division (divisor at arg 1 is nonlinear) -------- */
@@ -473,10 +489,19 @@ static const cspmdi_rule_t rules[] = {
     PASSR("aten::_amp_update_scale_", "*"),
     PASSR("aten::sym_*", "*"),
     PASSR("aten::_nested_*", "*"),
-    PASSR("aten::_foreach_*", "*"),
-    PASSR("aten::_fused_adam*", "*"),
-    PASSR("aten::_fused_sgd*", "*"),
-    PASSR("aten::_fused_adagrad*", "*"),
+    /* ---- fused optimizers (FOREACH; _foreach_<op> needs no entry) ---- */
+    /* adam(w)(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
+     * state_steps, ...): not linear in the gradient. */
+    FUSED("aten::_fused_adam_", NL, ADAM_OPERANDS, ADAM_RESULTS),
+    FUSED("aten::_fused_adam", NL, ADAM_OPERANDS, ADAM_RESULTS),
+    FUSED("aten::_fused_adamw_", NL, ADAM_OPERANDS, ADAM_RESULTS),
+    FUSED("aten::_fused_adamw", NL, ADAM_OPERANDS, ADAM_RESULTS),
+    /* sgd(self, grads, momentum_buffer_list, ...): linear. */
+    FUSED("aten::_fused_sgd_", LI, B(0) | B(1) | B(2), B(0) | B(2)),
+    FUSED("aten::_fused_sgd", LI, B(0) | B(1) | B(2), B(0) | B(2)),
+    /* adagrad(self, grads, state_sums, state_steps, ...). */
+    FUSED("aten::_fused_adagrad_", NL, B(0) | B(1) | B(2), B(0) | B(2)),
+    FUSED("aten::_fused_adagrad", NL, B(0) | B(1) | B(2), B(0) | B(2)),
 };
 
 #define NRULES ((int)(sizeof rules / sizeof rules[0]))
@@ -536,10 +561,23 @@ static int32_t lookup(const char *name, const char *overload)
     return -1;
 }
 
+#define FOREACH_PREFIX "aten::_foreach_"
+
 cspmd_rule_t cspmd_rule_find(const char *name, const char *overload)
 {
     if (name == NULL)
         return 0;
+    if (strncmp(name, FOREACH_PREFIX, sizeof FOREACH_PREFIX - 1) == 0) {
+        /* "aten::_foreach_add_" -> "aten::add_" (any overload: the list
+         * overloads' names, List/Scalar/ScalarList/Tensor, are not the
+         * single op's). */
+        char single[256];
+        int len = snprintf(single, sizeof single, "aten::%s", name + sizeof FOREACH_PREFIX - 1);
+        if (len < 0 || (size_t)len >= sizeof single)
+            return CSPMDI_FOREACH_BIT; /* element rule 0: NONLINEAR */
+        cspmd_rule_t el = cspmd_rule_find(single, "");
+        return CSPMDI_FOREACH_BIT | el;
+    }
     if (overload == NULL || strcmp(overload, "default") == 0)
         overload = "";
     pthread_once(&index_once, build_index);
@@ -557,6 +595,24 @@ cspmd_rule_t cspmd_rule_find(const char *name, const char *overload)
     return 0;
 }
 
+static int is_foreach_id(cspmd_rule_t rule)
+{
+    return rule >= 0 && (rule & CSPMDI_FOREACH_BIT) && (rule & ~CSPMDI_FOREACH_BIT) < NRULES;
+}
+
+cspmd_rule_t cspmdi_rule_element(cspmd_rule_t rule)
+{
+    return is_foreach_id(rule) ? rule & ~CSPMDI_FOREACH_BIT : rule;
+}
+
+int cspmd_rule_takes_result(cspmd_rule_t rule, int arg)
+{
+    const cspmdi_rule_t *r = cspmdi_rule_get(cspmdi_rule_element(rule));
+    if (r == NULL || r->result_pos == 0)
+        return 1;
+    return arg >= 0 && arg < 64 && ((r->result_pos >> arg) & 1u);
+}
+
 const cspmdi_rule_t *cspmdi_rule_get(cspmd_rule_t rule)
 {
     if (rule < 0 || rule >= NRULES)
@@ -572,6 +628,8 @@ const char *cspmdi_rule_short_name(const cspmdi_rule_t *r)
 
 cspmd_rule_kind_t cspmd_rule_kind(cspmd_rule_t rule)
 {
+    if (is_foreach_id(rule))
+        return CSPMD_KIND_FOREACH;
     const cspmdi_rule_t *r = cspmdi_rule_get(rule);
     return r != NULL ? (cspmd_rule_kind_t)r->kind : CSPMD_KIND_INFER;
 }
@@ -579,9 +637,12 @@ cspmd_rule_kind_t cspmd_rule_kind(cspmd_rule_t rule)
 const char *cspmd_rule_name(cspmd_rule_t rule)
 {
     const cspmdi_rule_t *r = cspmdi_rule_get(rule);
+    if (is_foreach_id(rule))
+        return "FOREACH";
     if (r == NULL)
         return "UNKNOWN";
     switch (r->kind) {
+    case CSPMD_KIND_FOREACH: return "FOREACH";
     case CSPMD_KIND_PASSTHROUGH: return "PASSTHROUGH";
     case CSPMD_KIND_FACTORY: return "FACTORY";
     case CSPMD_KIND_FILL: return "FILL";

@@ -42,11 +42,19 @@ typedef struct cspmdi_rule {
     uint64_t nonlin_pos;   /* args where P is an error; for LINEAR rules
                               these args are fixed coefficients             */
     uint64_t operand_pos;  /* 0 = all args are operands; else only these    */
+    uint64_t result_pos;   /* 0 = every written arg takes the result; else
+                              only these (FOREACH: the fused optimizers)    */
 } cspmdi_rule_t;
+
+/* Rule ids with this bit are "_foreach_<op>": element rule = id without it. */
+#define CSPMDI_FOREACH_BIT (INT32_C(1) << 24)
 
 /* The rule record of an id, NULL for an unknown id.  Rule 0 is the default
  * NONLINEAR rule given to unknown ops. */
 CSPMDI_HIDDEN const cspmdi_rule_t *cspmdi_rule_get(cspmd_rule_t rule);
+
+/* The per-element rule of a FOREACH id (the rule itself otherwise). */
+CSPMDI_HIDDEN cspmd_rule_t cspmdi_rule_element(cspmd_rule_t rule);
 
 /* The op name without its namespace ("aten::div" -> "div"). */
 CSPMDI_HIDDEN const char *cspmdi_rule_short_name(const cspmdi_rule_t *r);

@@ -15,6 +15,7 @@
 
 #include "cspmd.h"
 #include "op_kernel.h"
+#include "kernel_internal.h"
 
 /* ---- op -> rule cache ------------------------------------------------- */
 
@@ -71,34 +72,22 @@ static cspmd_rule_t rule_for(const cspmd_call_t *call)
 
 /* ---- operands ----------------------------------------------------------- */
 
-/* The operands of one call: inline up to OPERANDS_INLINE (the hot path
- * allocates nothing), on the heap past that, so ops over any number of
- * tensors (cat of thousands of chunks, _foreach_* over every parameter)
- * are checked whole. */
-#define OPERANDS_INLINE 96
-
-typedef struct operands {
-    int n, cap;
-    cspmd_operand_t *v;
-    cspmd_operand_t inl[OPERANDS_INLINE];
-} operands_t;
-
-static void operands_init(operands_t *o)
+void cspmdk_operands_init(operands_t *o)
 {
     o->n = 0;
     o->cap = OPERANDS_INLINE;
     o->v = o->inl;
 }
 
-static void operands_free(operands_t *o)
+void cspmdk_operands_free(operands_t *o)
 {
     if (o->v != o->inl)
         free(o->v);
-    operands_init(o);
+    cspmdk_operands_init(o);
 }
 
 /* Room for `need` operands in total.  Errors: NOMEM. */
-static cspmd_status_t operands_reserve(operands_t *o, int need)
+cspmd_status_t cspmdk_operands_reserve(operands_t *o, int need)
 {
     if (need <= o->cap)
         return CSPMD_OK;
@@ -113,7 +102,7 @@ static cspmd_status_t operands_reserve(operands_t *o, int need)
     return CSPMD_OK;
 }
 
-static void operand_push(operands_t *o, cspmd_type_t type, int arg, cspmd_operand_kind_t kind)
+void cspmdk_operand_push(operands_t *o, cspmd_type_t type, int arg, cspmd_operand_kind_t kind)
 {
     cspmd_operand_t *op = &o->v[o->n++];
     op->type = type;
@@ -128,7 +117,7 @@ static void operand_push(operands_t *o, cspmd_type_t type, int arg, cspmd_operan
 static cspmd_status_t collect_operands(const cspmd_args_t *args, operands_t *o)
 {
     int npending = cspmd_pending_scalars_count();
-    cspmd_status_t st = operands_reserve(o, args->nargs + args->ntensors + npending);
+    cspmd_status_t st = cspmdk_operands_reserve(o, args->nargs + args->ntensors + npending);
     if (st != CSPMD_OK) {
         cspmd_pending_scalars_take(NULL, 0);
         return st;
@@ -136,14 +125,14 @@ static cspmd_status_t collect_operands(const cspmd_args_t *args, operands_t *o)
     int t = 0;
     for (int arg = 0; arg < args->nargs; arg++) {
         if (arg < 64 && (args->scalar_args >> arg) & 1u) {
-            operand_push(o, CSPMD_TYPE_UNTYPED, arg, CSPMD_OPERAND_SCALAR);
+            cspmdk_operand_push(o, CSPMD_TYPE_UNTYPED, arg, CSPMD_OPERAND_SCALAR);
             continue;
         }
         for (; t < args->ntensors && args->tensors[t].arg == arg; t++) {
             const cspmd_tensor_ref_t *r = &args->tensors[t];
             if (r->out)
                 continue;
-            operand_push(o, r->type, arg,
+            cspmdk_operand_push(o, r->type, arg,
                          r->wrapped_number ? CSPMD_OPERAND_SCALAR : CSPMD_OPERAND_TENSOR);
         }
     }
@@ -157,7 +146,7 @@ static cspmd_status_t collect_operands(const cspmd_args_t *args, operands_t *o)
     return CSPMD_OK;
 }
 
-static int any_typed(const cspmd_operand_t *ops, int n)
+int cspmdk_any_typed(const cspmd_operand_t *ops, int n)
 {
     for (int i = 0; i < n; i++)
         if (ops[i].kind != CSPMD_OPERAND_SCALAR && ops[i].type != CSPMD_TYPE_UNTYPED)
@@ -217,7 +206,7 @@ static void put_tensor(text_t *t, const cspmd_tensor_ref_t *r)
 
 /* Append "In op(\n  name: value, ...) under mesh {..}" and the user's line
  * to the thread's current error message, keeping its status. */
-static cspmd_status_t with_context(cspmd_status_t st, const cspmd_call_t *call,
+cspmd_status_t cspmdk_with_context(cspmd_status_t st, const cspmd_call_t *call,
                                    const cspmd_args_t *args)
 {
     static _Thread_local char msg[8192];
@@ -285,6 +274,24 @@ static cspmd_status_t with_context(cspmd_status_t st, const cspmd_call_t *call,
     return cspmd_error_set(st, "%s", msg);
 }
 
+cspmd_status_t cspmdk_check_mutation(const cspmd_call_t *call, const cspmd_args_t *args,
+                                     const cspmd_tensor_ref_t *r, cspmd_type_t out)
+{
+    cspmd_type_t checked;
+    if (cspmd_type_check_mutation("", r->type, out, r->requires_grad, &checked) == CSPMD_OK)
+        return CSPMD_OK;
+    char name[192], tmp[48];
+    text_t t = {name, 0, sizeof name};
+    name[0] = '\0';
+    put_op_name(&t, call);
+    if (r->elem >= 0) {
+        snprintf(tmp, sizeof tmp, " (list element [%d])", (int)r->elem);
+        put(&t, tmp);
+    }
+    cspmd_status_t st = cspmd_type_check_mutation(name, r->type, out, r->requires_grad, &checked);
+    return cspmdk_with_context(st, call, args);
+}
+
 /* ---- tracing (only when on) ---------------------------------------------- */
 
 /* "<user file:line>  aten::add.Tensor({tp: R}, {tp: V}) -> {tp: V}" */
@@ -349,15 +356,15 @@ static cspmd_status_t retry_in_backward(cspmd_rule_t rule, const cspmd_args_t *a
                 self = i;
         if (self >= 0 && cspmd_tensor_is_zero(args->tensors[self].tensor)) {
             operands_t rest;
-            operands_init(&rest);
-            if (operands_reserve(&rest, n) == CSPMD_OK) {
+            cspmdk_operands_init(&rest);
+            if (cspmdk_operands_reserve(&rest, n) == CSPMD_OK) {
                 for (int i = 0; i < n; i++)
                     if (!(ops[i].arg == 0 && ops[i].kind == CSPMD_OPERAND_TENSOR))
                         rest.v[rest.n++] = ops[i];
                 st = cspmd_infer(rule, rest.v, rest.n, out);
                 *zero_self = st == CSPMD_OK;
             }
-            operands_free(&rest);
+            cspmdk_operands_free(&rest);
         }
     }
     cspmd_infer_backward_relax(0);
@@ -383,7 +390,7 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
      * bookkeeping inside torch functions) are not SPMD data: they run
      * unchecked and their results stay untyped.  Factories and fills still
      * type their fresh results. */
-    if (cspmd_rule_kind(rule) == CSPMD_KIND_INFER && !any_typed(ops, n))
+    if (cspmd_rule_kind(rule) == CSPMD_KIND_INFER && !cspmdk_any_typed(ops, n))
         return cspmd_call_redispatch(call);
     cspmd_type_t out = CSPMD_TYPE_UNTYPED;
     st = cspmd_infer(rule, ops, n, &out);
@@ -391,7 +398,7 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
     if (st != CSPMD_OK && in_backward())
         st = retry_in_backward(rule, args, ops, n, &out, &zero_self);
     if (st != CSPMD_OK)
-        return with_context(st, call, args);
+        return cspmdk_with_context(st, call, args);
 
     /* In-place and out=: the written tensor may not change its type.  The
      * op's name is only formatted when the check fails. */
@@ -400,15 +407,9 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
         if (!r->written || r->type == CSPMD_TYPE_UNTYPED || r->type == out ||
             (zero_self && r->arg == 0))
             continue;
-        cspmd_type_t checked;
-        if (cspmd_type_check_mutation("", r->type, out, r->requires_grad, &checked) == CSPMD_OK)
-            continue;
-        char name[160];
-        text_t t = {name, 0, sizeof name};
-        name[0] = '\0';
-        put_op_name(&t, call);
-        st = cspmd_type_check_mutation(name, r->type, out, r->requires_grad, &checked);
-        return with_context(st, call, args);
+        st = cspmdk_check_mutation(call, args, r, out);
+        if (st != CSPMD_OK)
+            return st;
     }
 
     if (cspmd_trace_enabled())
@@ -437,13 +438,15 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
     cspmd_rule_t rule = rule_for(call);
     if (cspmd_rule_kind(rule) == CSPMD_KIND_PASSTHROUGH)
         return cspmd_call_redispatch(call);
+    if (cspmd_rule_kind(rule) == CSPMD_KIND_FOREACH)
+        return cspmdk_foreach_run(call, rule);
     cspmd_args_t args, results;
     operands_t o;
-    operands_init(&o);
+    cspmdk_operands_init(&o);
     args.tensors = args.inline_refs;
     results.tensors = results.inline_refs;
     cspmd_status_t st = run_checked(call, rule, &args, &o, &results);
-    operands_free(&o);
+    cspmdk_operands_free(&o);
     cspmd_args_release(&args);
     cspmd_args_release(&results);
     return st;

@@ -223,7 +223,8 @@ static cspmd_tensor_ref_t *next_ref(cspmd_args_t *a) {
     return &a->tensors[a->ntensors++];
 }
 
-static void add_tensor(cspmd_args_t *a, const at::Tensor &t, int arg, const c10::Argument *s) {
+static void add_tensor(cspmd_args_t *a, const at::Tensor &t, int arg, const c10::Argument *s,
+                       int32_t elem) {
     if (!t.defined())
         return;
     c10::TensorImpl *impl = t.unsafeGetTensorImpl();
@@ -237,6 +238,19 @@ static void add_tensor(cspmd_args_t *a, const at::Tensor &t, int arg, const c10:
     r->out = written && s->kwarg_only();
     r->requires_grad = impl->requires_grad();
     r->pad[0] = r->pad[1] = 0;
+    r->elem = elem;
+}
+
+// A schema `Scalar` or `Scalar[]` argument (the numbers of a foreach op's
+// ScalarList are weak scalars as a single Scalar is).
+static bool is_number_arg(const c10::Argument *s) {
+    if (!s)
+        return false;
+    const auto &t = s->type();
+    if (t->kind() == c10::TypeKind::NumberType)
+        return true;
+    auto list = t->cast<c10::ListType>();
+    return list && list->getElementType()->kind() == c10::TypeKind::NumberType;
 }
 
 static void args_init(cspmd_args_t *a) {
@@ -254,13 +268,16 @@ static void read_values(cspmd_args_t *a, const c10::IValue *first, size_t n,
         const c10::IValue &v = first[i];
         const c10::Argument *s = schema ? &(*schema)[i] : nullptr;
         if (v.isTensor()) {
-            add_tensor(a, v.toTensor(), static_cast<int>(i), s);
-        } else if (v.isTensorList() || v.isList()) {
-            for (const c10::IValue &e : v.toListRef())
-                if (e.isTensor())
-                    add_tensor(a, e.toTensor(), static_cast<int>(i), s);
-        } else if (s && s->type()->kind() == c10::TypeKind::NumberType && i < 64) {
+            add_tensor(a, v.toTensor(), static_cast<int>(i), s, -1);
+        } else if (is_number_arg(s) && i < 64) {
             a->scalar_args |= uint64_t{1} << i;
+        } else if (v.isTensorList() || v.isList()) {
+            int32_t k = 0;
+            for (const c10::IValue &e : v.toListRef()) {
+                if (e.isTensor())
+                    add_tensor(a, e.toTensor(), static_cast<int>(i), s, k);
+                k++;
+            }
         }
     }
 }

@@ -57,6 +57,8 @@ typedef struct cspmd_tensor_ref {
     uint8_t out;            /* written and keyword-only: an out= tensor    */
     uint8_t requires_grad;
     uint8_t pad[2];
+    int32_t elem;           /* position in its list argument (None
+                               entries counted), -1 for a plain tensor    */
 } cspmd_tensor_ref_t;
 
 /* The tensors of a call's arguments (or results).  Up to
@@ -66,7 +68,8 @@ typedef struct cspmd_tensor_ref {
 #define CSPMD_ARGS_INLINE 64
 typedef struct cspmd_args {
     int nargs;                  /* schema arguments                          */
-    uint64_t scalar_args;       /* bit i: argument i is a Scalar (i < 64)    */
+    uint64_t scalar_args;       /* bit i: argument i is a Scalar or a list of
+                                   Scalars (i < 64)                          */
     int ntensors;               /* tensors found, in argument order          */
     int cap;                    /* capacity of tensors                       */
     cspmd_tensor_ref_t *tensors; /* inline_refs, or a heap array            */

@@ -456,7 +456,6 @@ START_TEST(test_fills)
     INFER_OK("aten::copy_", "", tt(LV), TEN(CSPMD_TYPE_UNTYPED, 0), TEN(tt(LV), 1));
     /* passthrough: untyped result */
     INFER_OK("aten::is_same_size", "", CSPMD_TYPE_UNTYPED, TEN(tt(LP), 0), TEN(tt(LV), 1));
-    INFER_OK("aten::_foreach_add_", "List", CSPMD_TYPE_UNTYPED, TEN(tt(LP), 0), TEN(tt(LV), 1));
 }
 END_TEST
 
@@ -566,6 +565,38 @@ START_TEST(test_pending_scalars_grow)
 }
 END_TEST
 
+/* One list element: the single op's rule; errors name the index. */
+START_TEST(test_infer_element)
+{
+    cspmd_rule_t each_add = cspmd_rule_find("aten::_foreach_add_", "List");
+    cspmd_rule_t sgd = cspmd_rule_find("aten::_fused_sgd_", "");
+    cspmd_rule_t adam = cspmd_rule_find("aten::_fused_adam_", "");
+    cspmd_type_t out = 0;
+    cspmd_operand_t ok[2] = {TEN(tt(LP), 0), TEN(tt(LP), 1)};
+    ck_assert_int_eq(cspmd_infer_element(each_add, 7, ok, 2, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, tt(LP));
+    cspmd_operand_t bad[2] = {TEN(tt(LR), 0), TEN(tt(LP), 1)};
+    ck_assert_int_eq(cspmd_infer_element(each_add, 7, bad, 2, &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_msg(strncmp(cspmd_last_error(), "list element [7]: Partial type on axis tp in a "
+                                              "linear op", 47) == 0,
+                  "%s", cspmd_last_error());
+    /* sgd: param, grad, momentum; a P grad on an R param is the missing
+     * all-reduce; state_steps-like args outside the operands are ignored */
+    cspmd_operand_t step[4] = {TEN(tt(LR), 0), TEN(tt(LP), 1), TEN(tt(LR), 2), TEN(tt(LP), 5)};
+    ck_assert_int_eq(cspmd_infer_element(sgd, 0, step, 4, &out), CSPMD_ERR_SPMD_TYPE);
+    step[1] = TEN(tt(LR), 1);
+    ck_assert_int_eq(cspmd_infer_element(sgd, 0, step, 4, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, tt(LR));
+    cspmd_operand_t adam_ops[5] = {TEN(tt(LV), 0), TEN(tt(LV), 1), TEN(tt(LV), 2),
+                                   TEN(tt(LV), 3), TEN(tt(LR), 5)};
+    ck_assert_int_eq(cspmd_infer_element(adam, 0, adam_ops, 5, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, tt(LV));
+    /* not a list rule */
+    ck_assert_int_eq(cspmd_infer_element(cspmd_rule_find("aten::add", ""), 0, ok, 2, &out),
+                     CSPMD_ERR_MISUSE);
+}
+END_TEST
+
 /* ---- the memo ----------------------------------------------------------- */
 
 START_TEST(test_memo)
@@ -668,6 +699,7 @@ Suite *suite_infer(void)
     tcase_add_test(tc, test_long_lists_reinterpreted);
     tcase_add_test(tc, test_schema_argument_limit);
     tcase_add_test(tc, test_pending_scalars_grow);
+    tcase_add_test(tc, test_infer_element);
     tcase_add_test(tc, test_memo);
     tcase_add_test(tc, test_infer_misuse);
     suite_add_tcase(s, tc);

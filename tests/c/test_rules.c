@@ -154,11 +154,41 @@ START_TEST(test_passthrough)
     const char *names[] = {"aten::_has_compatible_shallow_copy_type", "aten::is_same_size",
                            "aten::record_stream", "aten::set_", "aten::resize_",
                            "aten::is_pinned", "aten::sym_size", "aten::sym_numel",
-                           "aten::_nested_tensor_size", "aten::_foreach_add_",
-                           "aten::_foreach_mul", "aten::_fused_adamw_"};
+                           "aten::_nested_tensor_size",
+                           "aten::_amp_foreach_non_finite_check_and_unscale_"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         expect(names[i], "", "PASSTHROUGH", CSPMD_KIND_PASSTHROUGH);
     expect("aten::set_", "source_Storage", "PASSTHROUGH", CSPMD_KIND_PASSTHROUGH);
+}
+END_TEST
+
+/* List ops: _foreach_<op> carries <op>'s rule per element; the fused
+ * optimizers have their own, and keep state_steps out of the result. */
+START_TEST(test_foreach_rules)
+{
+    const char *names[] = {"aten::_foreach_add_", "aten::_foreach_mul", "aten::_foreach_norm",
+                           "aten::_fused_adamw_", "aten::_fused_adam", "aten::_fused_sgd_",
+                           "aten::_fused_adagrad_"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        expect(names[i], "List", "FOREACH", CSPMD_KIND_FOREACH);
+    cspmd_rule_t add = cspmd_rule_find("aten::_foreach_add_", "Scalar");
+    cspmd_rule_t adam = cspmd_rule_find("aten::_fused_adam_", "");
+    ck_assert_int_eq(cspmd_rule_takes_result(add, 0), 1);
+    ck_assert_int_eq(cspmd_rule_takes_result(add, 1), 1);
+    ck_assert_int_eq(cspmd_rule_takes_result(adam, 0), 1); /* params      */
+    ck_assert_int_eq(cspmd_rule_takes_result(adam, 1), 0); /* grads       */
+    ck_assert_int_eq(cspmd_rule_takes_result(adam, 4), 1); /* max_exp_avg_sqs */
+    ck_assert_int_eq(cspmd_rule_takes_result(adam, 5), 0); /* state_steps */
+    ck_assert_int_eq(cspmd_rule_takes_result(adam, 99), 0);
+    /* a name too long for the element lookup still gets the default */
+    char longname[400];
+    memset(longname, 'x', sizeof longname);
+    memcpy(longname, "aten::_foreach_", 15);
+    longname[sizeof longname - 1] = '\0';
+    ck_assert_int_eq(cspmd_rule_kind(cspmd_rule_find(longname, "")), CSPMD_KIND_FOREACH);
+    /* ids that only look like list ids are not */
+    ck_assert_int_eq(cspmd_rule_kind(-1), CSPMD_KIND_INFER);
+    ck_assert_str_eq(cspmd_rule_name((1 << 24) | (1 << 20)), "UNKNOWN");
 }
 END_TEST
 
@@ -200,7 +230,7 @@ START_TEST(test_table_consistency)
         ck_assert_msg(strncmp(r->name, "aten::", 6) == 0 || strstr(r->name, "::") != NULL,
                       "%s", r->name);
         ck_assert(r->lin <= CSPMDI_LIN_MULTILINEAR);
-        ck_assert(r->kind <= CSPMD_KIND_RANDOM_FILL);
+        ck_assert(r->kind <= CSPMD_KIND_FOREACH);
         if (r->flags & CSPMDI_RF_DECOMP)
             ck_assert(r->dec_a >= 0 && r->dec_b >= 0 && r->dec_self >= 0);
         if (r->name[len - 1] == '*') {
@@ -226,6 +256,7 @@ Suite *suite_rules(void)
     tcase_add_test(tc, test_observed_transformer_ops);
     tcase_add_test(tc, test_more_ops);
     tcase_add_test(tc, test_passthrough);
+    tcase_add_test(tc, test_foreach_rules);
     tcase_add_test(tc, test_lookup_edges);
     tcase_add_test(tc, test_table_consistency);
     suite_add_tcase(s, tc);

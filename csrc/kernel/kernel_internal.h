@@ -1,0 +1,52 @@
+/*
+ * kernel_internal.h -- helpers shared by the kernel's C files (not part of
+ * any API; hidden in the library).
+ */
+#ifndef CSPMD_KERNEL_INTERNAL_H
+#define CSPMD_KERNEL_INTERNAL_H
+
+#include "cspmd.h"
+#include "torch/shim.h"
+
+#if defined(__GNUC__)
+#define CSPMDK_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define CSPMDK_HIDDEN
+#endif
+
+/* The operands of one call: inline up to OPERANDS_INLINE (the hot path
+ * allocates nothing), on the heap past that, so ops over any number of
+ * tensors (cat of thousands of chunks, _foreach_* over every parameter)
+ * are checked whole. */
+#define OPERANDS_INLINE 96
+
+typedef struct operands {
+    int n, cap;
+    cspmd_operand_t *v;
+    cspmd_operand_t inl[OPERANDS_INLINE];
+} operands_t;
+
+CSPMDK_HIDDEN void cspmdk_operands_init(operands_t *o);
+CSPMDK_HIDDEN void cspmdk_operands_free(operands_t *o);
+/* Room for `need` operands in total (keeps the ones there).  NOMEM. */
+CSPMDK_HIDDEN cspmd_status_t cspmdk_operands_reserve(operands_t *o, int need);
+/* Append one (room reserved by the caller). */
+CSPMDK_HIDDEN void cspmdk_operand_push(operands_t *o, cspmd_type_t type, int arg,
+                                       cspmd_operand_kind_t kind);
+/* 1 if some non-scalar operand carries a type. */
+CSPMDK_HIDDEN int cspmdk_any_typed(const cspmd_operand_t *ops, int n);
+
+/* Append the op's call (arguments with their types), the mesh, the
+ * backward node and the user's line to the thread's error; returns st. */
+CSPMDK_HIDDEN cspmd_status_t cspmdk_with_context(cspmd_status_t st, const cspmd_call_t *call,
+                                                 const cspmd_args_t *args);
+/* The in-place / out= check of written tensor r against the inferred type
+ * (the message names the op, and the list element for list arguments). */
+CSPMDK_HIDDEN cspmd_status_t cspmdk_check_mutation(const cspmd_call_t *call,
+                                                   const cspmd_args_t *args,
+                                                   const cspmd_tensor_ref_t *r, cspmd_type_t out);
+
+/* A FOREACH op (foreach_kernel.c): every list element checked alone. */
+CSPMDK_HIDDEN cspmd_status_t cspmdk_foreach_run(cspmd_call_t *call, cspmd_rule_t rule);
+
+#endif /* CSPMD_KERNEL_INTERNAL_H */
