@@ -78,8 +78,6 @@ typedef enum cspmd_ltype {
 CSPMD_API cspmd_ltype_t cspmd_ltype_dual(cspmd_ltype_t t);
 /* "R", "I", "V", "P" ("?" for NONE / invalid). */
 CSPMD_API const char *cspmd_ltype_letter(cspmd_ltype_t t);
-/* "PerMeshAxisLocalSpmdType.R" etc. (the long form of a type value). */
-CSPMD_API const char *cspmd_ltype_long(cspmd_ltype_t t);
 
 /* ===================================================================== */
 /* Mesh axes                                                              */

@@ -2,9 +2,8 @@
  * collective_rules.c -- the collectives' (src, dst) tables, expert-mode
  * gating and backward pairs, and the checker rule (a collective's output type from its input).
  *
- * Type values in messages follow the reference: an interpolated R/I/V/P renders
- * in the long enum form ("PerMeshAxisLocalSpmdType.R"), S(d) as "S(d)", and
- * letters written literally into a template stay letters.
+ * Type values in messages are R/I/V/P and S(d), as everywhere in cspmd (the
+ * reference prints "PerMeshAxisLocalSpmdType.R"; docs/differences.md).
  */
 #include <stdio.h>
 #include <string.h>
@@ -23,7 +22,7 @@ static tname_t ct_str(cspmd_ctype_t t)
     if (t.ltype == CSPMD_LT_V && t.shard_dim >= 0)
         snprintf(r.s, sizeof r.s, "S(%d)", (int)t.shard_dim);
     else
-        snprintf(r.s, sizeof r.s, "%s", cspmd_ltype_long(t.ltype));
+        snprintf(r.s, sizeof r.s, "%s", cspmd_ltype_letter(t.ltype));
     return r;
 }
 
@@ -428,8 +427,8 @@ cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t
         if (t == src || (t == CSPMD_LT_V && src == CSPMD_LT_P))
             continue;
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s: expected input type %s on axis %s, got %s",
-                               fn, cspmd_ltype_long(src),
-                               cspmd_axis_display(axes[resolved[k]], 0), cspmd_ltype_long(t));
+                               fn, cspmd_ltype_letter(src),
+                               cspmd_axis_display(axes[resolved[k]], 0), cspmd_ltype_letter(t));
     }
     /* Step 5: the resolved axes become dst; other axes carry through. */
     for (int k = 0; k < nres; k++)

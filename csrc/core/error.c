@@ -75,17 +75,6 @@ const char *cspmd_ltype_letter(cspmd_ltype_t t)
     }
 }
 
-const char *cspmd_ltype_long(cspmd_ltype_t t)
-{
-    switch (t) {
-    case CSPMD_LT_R: return "PerMeshAxisLocalSpmdType.R";
-    case CSPMD_LT_I: return "PerMeshAxisLocalSpmdType.I";
-    case CSPMD_LT_V: return "PerMeshAxisLocalSpmdType.V";
-    case CSPMD_LT_P: return "PerMeshAxisLocalSpmdType.P";
-    default: return "?";
-    }
-}
-
 /* ---- interning tables (see table.h) ---------------------------------- */
 
 static uint32_t hash_bytes(const void *p, size_t n)

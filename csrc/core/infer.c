@@ -396,6 +396,7 @@ typedef struct elem {
     cspmd_axis_t axes[CSPMD_MAX_AXES];
     cspmd_ltype_t lt[CSPMD_MAX_AXES];
     int coef;
+    int untyped; /* no type at all (never annotated), not merely no axes */
 } elem_t;
 
 /* Element k of the operand list, if it is a tensor-like element of the
@@ -409,6 +410,7 @@ static int view_elem(const view_t *v, int k, elem_t *e)
         if (e->n < 0)
             e->n = 0;
         e->coef = 0;
+        e->untyped = v->lead == CSPMD_TYPE_UNTYPED;
         return 1;
     }
     const cspmd_operand_t *o = &v->ops[k];
@@ -421,6 +423,7 @@ static int view_elem(const view_t *v, int k, elem_t *e)
     if (o->kind == CSPMD_OPERAND_TYPED && e->n == 0)
         return 0; /* a Scalar wrapper with no axes adds nothing */
     e->coef = (v->coefmask & bit) != 0;
+    e->untyped = o->type == CSPMD_TYPE_UNTYPED;
     return 1;
 }
 
@@ -578,6 +581,9 @@ static cspmd_status_t infer_view(const view_t *v, int lin, const mesh_info_t *m,
                     sb_axis_set(&b, all, nall);
                     sb_add(&b, ". All operands must be annotated on the same set of mesh axes.");
                 }
+                if (e.untyped)
+                    sb_add(&b, " args[%d] has no type at all: annotate it with assert_type().",
+                           my);
                 return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s", msg);
             }
             present++;

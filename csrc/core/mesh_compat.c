@@ -270,7 +270,7 @@ static cspmd_status_t compat(cspmd_type_t src, const cspmd_axis_t *dax, const cs
         if (!axes_only && dlt[j] != slt[i]) {
             sb_add(&b, "Shared mesh axis %s changes local type from %s to %s under "
                        "reinterpret_mesh.",
-                   ad(sax[i]), cspmd_ltype_long(slt[i]), cspmd_ltype_long(dlt[j]));
+                   ad(sax[i]), cspmd_ltype_letter(slt[i]), cspmd_ltype_letter(dlt[j]));
             return fail(CSPMD_ERR_SPMD_TYPE, &b);
         }
         rax[nr] = sax[i];

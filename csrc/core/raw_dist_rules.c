@@ -156,8 +156,8 @@ cspmd_status_t cspmd_raw_check_input(const cspmd_raw_rule_t *r, cspmd_axis_t axi
     }
     if (t != (cspmd_ltype_t)r->src && !(t == CSPMD_LT_V && r->src == CSPMD_LT_P))
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s: expected input type %s on axis %s, got %s",
-                               r->fn, cspmd_ltype_long((cspmd_ltype_t)r->src), cspmd_axis_display(axis, 0),
-                               cspmd_ltype_long(t));
+                               r->fn, cspmd_ltype_letter((cspmd_ltype_t)r->src), cspmd_axis_display(axis, 0),
+                               cspmd_ltype_letter(t));
     if (r->effect == CSPMD_RAW_SET_INPUT || r->effect == CSPMD_RAW_SET_RESULT)
         return cspmd_type_with(in, axis, (cspmd_ltype_t)r->dst, out);
     return CSPMD_OK;
@@ -190,9 +190,9 @@ cspmd_status_t cspmd_raw_check_output(const cspmd_raw_rule_t *r, cspmd_axis_t ax
     if (r->dst == RI)
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                "%s: expected %s type %s/%s on axis %s, got %s", r->fn, what,
-                               cspmd_ltype_long(CSPMD_LT_R), cspmd_ltype_long(CSPMD_LT_I),
-                               cspmd_axis_display(axis, 0), cspmd_ltype_long(t));
+                               cspmd_ltype_letter(CSPMD_LT_R), cspmd_ltype_letter(CSPMD_LT_I),
+                               cspmd_axis_display(axis, 0), cspmd_ltype_letter(t));
     return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s: expected %s type %s on axis %s, got %s",
-                           r->fn, what, cspmd_ltype_long((cspmd_ltype_t)r->dst),
-                           cspmd_axis_display(axis, 0), cspmd_ltype_long(t));
+                           r->fn, what, cspmd_ltype_letter((cspmd_ltype_t)r->dst),
+                           cspmd_axis_display(axis, 0), cspmd_ltype_letter(t));
 }

@@ -199,7 +199,7 @@ static cspmd_status_t type_build(const cspmd_axis_t *axes_in, const uint8_t *lt_
                             CSPMD_ERR_SPMD_TYPE,
                             "Mesh axis %s appears in partition_spec (implying Varying/Shard) "
                             "but is specified as %s in type.",
-                            cspmd_axis_display(a, 0), cspmd_ltype_long((cspmd_ltype_t)lts[j]));
+                            cspmd_axis_display(a, 0), cspmd_ltype_letter((cspmd_ltype_t)lts[j]));
                     continue;
                 }
                 if (n == CSPMD_MAX_AXES)
@@ -557,8 +557,8 @@ cspmd_status_t cspmd_type_refine(cspmd_type_t existing, cspmd_type_t next, cspmd
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                "SPMD type mismatch on axis %s: tensor has %s, expected %s",
                                cspmd_axis_display(nax[i], 0),
-                               cspmd_ltype_long((cspmd_ltype_t)lt[j]),
-                               cspmd_ltype_long((cspmd_ltype_t)nlt[i]));
+                               cspmd_ltype_letter((cspmd_ltype_t)lt[j]),
+                               cspmd_ltype_letter((cspmd_ltype_t)nlt[i]));
     }
     int m = n;
     for (int i = 0; i < nn; i++) {
@@ -652,8 +652,8 @@ cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t old, cspmd
                                "%s: in-place/out operation would change SPMD type on axis %s from "
                                "%s to %s. In-place and out= operations cannot change a tensor's "
                                "SPMD type.",
-                               op ? op : "?", cspmd_axis_display(ax[i], 0), cspmd_ltype_long(was),
-                               cspmd_ltype_long(now));
+                               op ? op : "?", cspmd_axis_display(ax[i], 0), cspmd_ltype_letter(was),
+                               cspmd_ltype_letter(now));
     }
     *out = inferred;
     return CSPMD_OK;
@@ -686,8 +686,8 @@ cspmd_status_t cspmd_type_mutate(cspmd_type_t type, const cspmd_axis_t *axes,
         if (now != src[i])
             return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                    "mutate_type: expected current type %s on axis %s, got %s",
-                                   cspmd_ltype_long(src[i]), cspmd_axis_display(axes[i], 0),
-                                   cspmd_ltype_long(now));
+                                   cspmd_ltype_letter(src[i]), cspmd_axis_display(axes[i], 0),
+                                   cspmd_ltype_letter(now));
     }
     for (int i = 0; i < n; i++) {
         if (cspmd_axis_size(axes[i]) == 1)

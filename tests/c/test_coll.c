@@ -35,10 +35,10 @@ static cspmd_ctype_t S(int d)
         ck_assert_str_eq(cspmd_last_error(), msg);                    \
     } while (0)
 
-#define LR_ "PerMeshAxisLocalSpmdType.R"
-#define LI_ "PerMeshAxisLocalSpmdType.I"
-#define LV_ "PerMeshAxisLocalSpmdType.V"
-#define LP_ "PerMeshAxisLocalSpmdType.P"
+#define LR_ "R"
+#define LI_ "I"
+#define LV_ "V"
+#define LP_ "P"
 
 START_TEST(test_all_reduce_validate)
 {

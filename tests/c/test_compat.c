@@ -168,8 +168,8 @@ END_TEST
 START_TEST(test_shared_and_incomplete)
 {
     full_err(mk(2, AX(DP, TP), LT(V, V), NULL), mk(2, AX(DP, TP), LT(V, R), NULL),
-             "Shared mesh axis tp changes local type from PerMeshAxisLocalSpmdType.V to "
-             "PerMeshAxisLocalSpmdType.R under reinterpret_mesh.");
+             "Shared mesh axis tp changes local type from V to "
+             "R under reinterpret_mesh.");
     full_err(mk(2, AX(DP, TP), LT(V, R), NULL), mk(1, AX(TP), LT(R), NULL),
              "Cross-mesh reinterpretation is incomplete: {dp: V} vs {tp: R}.");
     axes_err(mk(2, AX(DP, TP), LT(V, R), NULL), AX(TP), 1,

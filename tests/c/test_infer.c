@@ -203,6 +203,11 @@ START_TEST(test_strict_missing_axis_mesh)
     /* untyped operand under a mesh */
     INFER_ERR("aten::exp", "", CSPMD_ERR_SPMD_TYPE, "", TEN(CSPMD_TYPE_UNTYPED, 0));
     ck_assert_str_eq(cspmd_last_error(),
+                     "args[0] missing axis dp from the current mesh {dp, tp}. args[0] has axes {}. "
+                     "args[0] has no type at all: annotate it with assert_type().");
+    /* typed, with no axes: no hint about annotating */
+    INFER_ERR("aten::exp", "", CSPMD_ERR_SPMD_TYPE, "", TEN(CSPMD_TYPE_EMPTY, 0));
+    ck_assert_str_eq(cspmd_last_error(),
                      "args[0] missing axis dp from the current mesh {dp, tp}. args[0] has axes {}.");
     /* completeness: every operand must carry every mesh axis */
     INFER_ERR("aten::exp", "", CSPMD_ERR_SPMD_TYPE, "args[0] missing axis dp",

@@ -14,7 +14,7 @@ from cspmd import I, P, R, S, V, SpmdTypeError
 from cspmd.checker import typecheck
 from conftest import ltype
 
-LONG = {t: f"PerMeshAxisLocalSpmdType.{t.name}" for t in (R, I, V, P)}
+LETTER = {t: t.name for t in (R, I, V, P)}  # messages print types as R/I/V/P
 DUAL = {R: P, I: I, V: V, P: R}
 TP_SIZE = 4
 
@@ -211,8 +211,8 @@ def test_collective_on_flattened_world_axis(checked):
     q = make({"dp": P, "tp": R}, (2, 3))
     with pytest.raises(SpmdTypeError) as ei:
         spmd.all_reduce(q, dist.group.WORLD, src=P, dst=R)
-    assert first_line(ei) == (f"all_reduce: expected input type {LONG[P]} on axis mesh_tp, "
-                              f"got {LONG[R]}")
+    assert first_line(ei) == (f"all_reduce: expected input type {LETTER[P]} on axis mesh_tp, "
+                              f"got {LETTER[R]}")
 
 
 def test_axis_by_name_and_mesh_axis(tp, tp_axis, checked):
@@ -251,7 +251,7 @@ GATES = [
      "for convert(I, P)."),
     ("convert", I, P, "convert(I, P) requires expert_mode=True. This zeros out all non-rank-0 "
      "tensors, which is rarely what you want. It exists as a backward for convert(R, I)."),
-    ("convert", V, P, "convert(PerMeshAxisLocalSpmdType.V, P) requires expert_mode=True."),
+    ("convert", V, P, "convert(V, P) requires expert_mode=True."),
     ("convert", S(0), P, "convert(S(0), P) requires expert_mode=True."),
     ("convert", S(1), P, "convert(S(1), P) requires expert_mode=True."),
 ]
@@ -291,51 +291,51 @@ def test_redistribute_and_backwards_bypass_the_gate(tp, checked):
 # Bad (src, dst) -> ValueError, before any type check
 # ----------------------------------------------------------------------------------
 
-_AR_R = (f"all_reduce src must be P, got {LONG[R]}. all_reduce on replicated/invariant data "
+_AR_R = (f"all_reduce src must be P, got {LETTER[R]}. all_reduce on replicated/invariant data "
          f"is usually a bug. If you really want to scale by mesh size, use "
-         f"reinterpret(src={LONG[R]}, dst=P) first.")
+         f"reinterpret(src={LETTER[R]}, dst=P) first.")
 BAD = [
     ("all_reduce", dict(src=R, dst=R), _AR_R),
-    ("all_reduce", dict(src=I, dst=R), f"all_reduce src must be P, got {LONG[I]}."),
+    ("all_reduce", dict(src=I, dst=R), f"all_reduce src must be P, got {LETTER[I]}."),
     ("all_reduce", dict(src=S(0), dst=R), "all_reduce src must be P, got S(0)"),
-    ("all_reduce", dict(src=P, dst=V), f"all_reduce dst must be R or I, got {LONG[V]}"),
-    ("all_reduce", dict(src=P, dst=P), f"all_reduce dst must be R or I, got {LONG[P]}"),
+    ("all_reduce", dict(src=P, dst=V), f"all_reduce dst must be R or I, got {LETTER[V]}"),
+    ("all_reduce", dict(src=P, dst=P), f"all_reduce dst must be R or I, got {LETTER[P]}"),
     ("all_reduce", dict(src=P, dst=S(0)), "all_reduce dst must be R or I, got S(0)"),
-    ("all_gather", dict(src=P, dst=R), f"all_gather src must be V or S(i), got {LONG[P]}"),
-    ("all_gather", dict(src=R, dst=R), f"all_gather src must be V or S(i), got {LONG[R]}"),
-    ("all_gather", dict(src=V, dst=V), f"all_gather dst must be R or I, got {LONG[V]}"),
-    ("all_gather", dict(src=V, dst=P), f"all_gather dst must be R or I, got {LONG[P]}"),
-    ("reduce_scatter", dict(src=R, dst=V), f"reduce_scatter src must be P, got {LONG[R]}."),
+    ("all_gather", dict(src=P, dst=R), f"all_gather src must be V or S(i), got {LETTER[P]}"),
+    ("all_gather", dict(src=R, dst=R), f"all_gather src must be V or S(i), got {LETTER[R]}"),
+    ("all_gather", dict(src=V, dst=V), f"all_gather dst must be R or I, got {LETTER[V]}"),
+    ("all_gather", dict(src=V, dst=P), f"all_gather dst must be R or I, got {LETTER[P]}"),
+    ("reduce_scatter", dict(src=R, dst=V), f"reduce_scatter src must be P, got {LETTER[R]}."),
     ("reduce_scatter", dict(src=S(0), dst=V), "reduce_scatter src must be P, got S(0)"),
-    ("reduce_scatter", dict(src=P, dst=R), f"reduce_scatter dst must be V or S(i), got {LONG[R]}"),
-    ("reduce_scatter", dict(src=P, dst=P), f"reduce_scatter dst must be V or S(i), got {LONG[P]}"),
-    ("all_to_all", dict(src=R, dst=V), f"all_to_all src must be V or S(i), got {LONG[R]}"),
-    ("all_to_all", dict(src=P, dst=V), f"all_to_all src must be V or S(i), got {LONG[P]}"),
-    ("all_to_all", dict(src=V, dst=R), f"all_to_all dst must be V or S(i), got {LONG[R]}"),
-    ("all_to_all", dict(src=V, dst=I), f"all_to_all dst must be V or S(i), got {LONG[I]}"),
+    ("reduce_scatter", dict(src=P, dst=R), f"reduce_scatter dst must be V or S(i), got {LETTER[R]}"),
+    ("reduce_scatter", dict(src=P, dst=P), f"reduce_scatter dst must be V or S(i), got {LETTER[P]}"),
+    ("all_to_all", dict(src=R, dst=V), f"all_to_all src must be V or S(i), got {LETTER[R]}"),
+    ("all_to_all", dict(src=P, dst=V), f"all_to_all src must be V or S(i), got {LETTER[P]}"),
+    ("all_to_all", dict(src=V, dst=R), f"all_to_all dst must be V or S(i), got {LETTER[R]}"),
+    ("all_to_all", dict(src=V, dst=I), f"all_to_all dst must be V or S(i), got {LETTER[I]}"),
     ("reinterpret", dict(src=P, dst=R),
-     f"reinterpret({LONG[P]}, {LONG[R]}) is not supported; it is semantically ill-defined. "
+     f"reinterpret({LETTER[P]}, {LETTER[R]}) is not supported; it is semantically ill-defined. "
      f"Call all_reduce(src=P, dst=R) first"),
-    ("reinterpret", dict(src=P, dst=V), f"reinterpret({LONG[P]}, {LONG[V]}) is not supported;"),
-    ("reinterpret", dict(src=P, dst=I), f"reinterpret({LONG[P]}, {LONG[I]}) is not supported;"),
+    ("reinterpret", dict(src=P, dst=V), f"reinterpret({LETTER[P]}, {LETTER[V]}) is not supported;"),
+    ("reinterpret", dict(src=P, dst=I), f"reinterpret({LETTER[P]}, {LETTER[I]}) is not supported;"),
     ("reinterpret", dict(src=V, dst=R),
-     f"reinterpret({LONG[V]}, {LONG[R]}) is not supported. We cannot unsafely assert that "
+     f"reinterpret({LETTER[V]}, {LETTER[R]}) is not supported. We cannot unsafely assert that "
      f"varying values on all ranks are actually the same."),
-    ("reinterpret", dict(src=V, dst=I), f"reinterpret({LONG[V]}, {LONG[I]}) is not supported."),
+    ("reinterpret", dict(src=V, dst=I), f"reinterpret({LETTER[V]}, {LETTER[I]}) is not supported."),
     ("reinterpret", dict(src=S(0), dst=P), "reinterpret does not support S(i)."),
     ("reinterpret", dict(src=R, dst=S(0)), "reinterpret does not support S(i)."),
     ("reinterpret", dict(src=V, dst=S(1)), "reinterpret does not support S(i)."),
     ("convert", dict(src=P, dst=R),
-     f"convert({LONG[P]}, {LONG[R]}) is not supported. Use all_reduce(src=P, dst="),
-    ("convert", dict(src=P, dst=I), f"convert({LONG[P]}, {LONG[I]}) is not supported. Use "
+     f"convert({LETTER[P]}, {LETTER[R]}) is not supported. Use all_reduce(src=P, dst="),
+    ("convert", dict(src=P, dst=I), f"convert({LETTER[P]}, {LETTER[I]}) is not supported. Use "
                                     f"all_reduce(src=P"),
-    ("convert", dict(src=P, dst=V), f"convert({LONG[P]}, {LONG[V]}) is not supported. Use "
+    ("convert", dict(src=P, dst=V), f"convert({LETTER[P]}, {LETTER[V]}) is not supported. Use "
                                     f"reduce_scatter(src=P"),
-    ("convert", dict(src=P, dst=S(0)), f"convert({LONG[P]}, S(0)) is not supported. Use "
+    ("convert", dict(src=P, dst=S(0)), f"convert({LETTER[P]}, S(0)) is not supported. Use "
                                        f"reduce_scatter(src=P, dst=S(0))"),
-    ("convert", dict(src=V, dst=R), f"convert({LONG[V]}, {LONG[R]}) is not supported."),
-    ("convert", dict(src=V, dst=I), f"convert({LONG[V]}, {LONG[I]}) is not supported."),
-    ("convert", dict(src=S(0), dst=R), f"convert(S(0), {LONG[R]}) is not supported."),
+    ("convert", dict(src=V, dst=R), f"convert({LETTER[V]}, {LETTER[R]}) is not supported."),
+    ("convert", dict(src=V, dst=I), f"convert({LETTER[V]}, {LETTER[I]}) is not supported."),
+    ("convert", dict(src=S(0), dst=R), f"convert(S(0), {LETTER[R]}) is not supported."),
     ("convert", dict(src=S(0), dst=S(1)), "convert(S(0), S(1)) cannot change the shard dimension "
                                           "without communication. Use all_to_all() instead."),
     ("shard", dict(src=R, dst=V), "shard dst must be S(i), got V"),
@@ -427,8 +427,8 @@ def test_input_type_must_equal_src(fn, kw, have, want, tp, checked):
     x = make({"dp": R, "tp": have}, (8, 8))
     with pytest.raises(SpmdTypeError) as ei:
         getattr(spmd, fn)(x, tp, **kw)
-    assert first_line(ei) == (f"{fn}: expected input type {LONG[want]} on axis mesh_tp, "
-                              f"got {LONG[have]}")
+    assert first_line(ei) == (f"{fn}: expected input type {LETTER[want]} on axis mesh_tp, "
+                              f"got {LETTER[have]}")
     assert ltype(x) == {"mesh_dp": "R", "mesh_tp": have.name}
 
 
@@ -436,18 +436,18 @@ def test_all_reduce_exact_type_error(tp, checked):
     x = make({"dp": R, "tp": R}, (4,))
     with pytest.raises(SpmdTypeError) as ei:
         spmd.all_reduce(x, tp, src=P, dst=R)
-    assert first_line(ei) == ("all_reduce: expected input type PerMeshAxisLocalSpmdType.P on "
-                              "axis mesh_tp, got PerMeshAxisLocalSpmdType.R")
+    assert first_line(ei) == ("all_reduce: expected input type P on "
+                              "axis mesh_tp, got R")
     assert ltype(x) == {"mesh_dp": "R", "mesh_tp": "R"}
 
 
 def test_shard_unshard_report_the_underlying_op(tp, checked):
     x = make({"dp": R, "tp": P}, (8, 8))
     with pytest.raises(SpmdTypeError, match=r"^convert: expected input type "
-                                            r"PerMeshAxisLocalSpmdType\.R on axis mesh_tp"):
+                                            r"R on axis mesh_tp"):
         spmd.shard(x, tp, src=R, dst=S(0))
     with pytest.raises(SpmdTypeError, match=r"^all_gather: expected input type "
-                                            r"PerMeshAxisLocalSpmdType\.V on axis mesh_tp"):
+                                            r"V on axis mesh_tp"):
         spmd.unshard(x, tp, src=S(0), dst=R)
 
 
@@ -732,8 +732,8 @@ def test_wrong_explicit_gradient_type_raises_in_backward(tp, checked):
     y.register_hook(lambda _: g)
     with pytest.raises(SpmdTypeError) as ei:
         y.backward(untyped_ones(4, 2, 3))
-    assert first_line(ei) == ("reduce_scatter: expected input type PerMeshAxisLocalSpmdType.P on "
-                              "axis mesh_tp, got PerMeshAxisLocalSpmdType.R")
+    assert first_line(ei) == ("reduce_scatter: expected input type P on "
+                              "axis mesh_tp, got R")
     assert x.grad is None
 
 
@@ -754,8 +754,8 @@ def test_wrong_gradient_type_each_backward(fn, kw, shape, gshape, gtype, bwd_fn,
     y.register_hook(lambda _: g)  # the wrong gradient reaches the backward collective
     with pytest.raises(SpmdTypeError) as ei:
         y.backward(untyped_ones(*gshape))
-    assert first_line(ei) == (f"{bwd_fn}: expected input type {LONG[want]} on axis mesh_tp, "
-                              f"got {LONG[gtype]}")
+    assert first_line(ei) == (f"{bwd_fn}: expected input type {LETTER[want]} on axis mesh_tp, "
+                              f"got {LETTER[gtype]}")
 
 
 def test_implicit_seed_through_collectives(tp, checked):

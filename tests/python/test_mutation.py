@@ -63,7 +63,7 @@ def test_out_cannot_change_type(checked, typed):
         torch.add(typed(R), typed(R), out=o)
     msg = str(ei.value)
     assert CHANGE in msg
-    assert "from PerMeshAxisLocalSpmdType.V to PerMeshAxisLocalSpmdType.R" in msg
+    assert "from V to R" in msg
     assert CANNOT in msg
     assert ltype(o) == both("V")
 
@@ -103,7 +103,7 @@ def test_requires_grad_nonleaf_cannot_change_r_to_v(checked, typed):
     with pytest.raises(SpmdTypeError) as ei:
         h.add_(typed(V))
     msg = str(ei.value)
-    assert "from PerMeshAxisLocalSpmdType.R to PerMeshAxisLocalSpmdType.V" in msg
+    assert "from R to V" in msg
     assert CANNOT in msg
     assert ltype(h) == both("R")
 

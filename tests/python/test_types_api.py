@@ -22,7 +22,10 @@ def test_public_names_and_error_class():
 
 def test_type_reprs_and_duals():
     assert [repr(t) for t in (R, I, V, P)] == ["R", "I", "V", "P"]
-    assert str(R) == "PerMeshAxisLocalSpmdType.R"
+    # str too (the reference's str is "PerMeshAxisLocalSpmdType.R"): every
+    # message and f-string shows the letter.
+    assert [str(t) for t in (R, I, V, P)] == ["R", "I", "V", "P"]
+    assert f"{P} -> {S(0)}" == "P -> S(0)"
     assert (R.backward_type(), I.backward_type(), V.backward_type(), P.backward_type()) == \
         (P, I, V, R)
     assert repr(S(1)) == "S(1)" and S(0) == S(0) and S(0) != S(1)

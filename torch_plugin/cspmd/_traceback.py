@@ -1,4 +1,6 @@
-"""Traceback filtering for SpmdTypeError raised by cspmd's public API.
+"""Traceback filtering for errors raised by cspmd's public API: SpmdTypeError,
+and the ValueError / TypeError of bad arguments (the reference filters
+SpmdTypeError only).
 
 Python-level only, and only where Python already runs: each public API
 function (assert_type, the collectives, local_map, ...) is wrapped once by
@@ -107,8 +109,8 @@ def _filter(e):
 
 
 def api_boundary(fn):
-    """Wrap a public API function: an SpmdTypeError leaving it is filtered
-    once (nested API calls do not filter twice)."""
+    """Wrap a public API function: an SpmdTypeError, ValueError or TypeError
+    leaving it is filtered once (nested API calls do not filter twice)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -118,7 +120,7 @@ def api_boundary(fn):
         _tls.inside = True
         try:
             return fn(*args, **kwargs)
-        except SpmdTypeError as e:
+        except (SpmdTypeError, ValueError, TypeError) as e:
             _filter(e)
             raise
         finally:

@@ -6,6 +6,7 @@ this module only converts the arguments and stamps the result.
 
 from ._errors import SpmdTypeError
 from ._lib import ops
+from ._traceback import api_boundary
 from .checker import no_typecheck
 from .mesh import MeshAxis, current_mesh, normalize_axis
 from .runtime import _check_tensor
@@ -67,6 +68,7 @@ def _context(tensor, dst):
             f"    type: {_dst_text(dst)},\n  ){suffix}")
 
 
+@api_boundary
 def reinterpret_mesh(tensor, type, *, inplace=False):  # noqa: A002 (the reference's name)
     """Retag a typed tensor onto another presentation of the same ranks.
 

@@ -168,6 +168,7 @@ def _trace_assert(old, new):
     _trace_logger.info("%s  assert_type(%s) -> %s", _user_site(), before, after)
 
 
+@api_boundary
 def assert_local_type(tensor, type):  # noqa: A002
     """Deprecated alias of ``assert_type(tensor, type)``.
 
@@ -215,6 +216,7 @@ def _merged_type(tensor, source, overrides, fn):
     return merged
 
 
+@api_boundary
 def assert_type_like(tensor, source, overrides=None):
     """Give ``tensor`` the type (and spec) of ``source``, with ``overrides``.
 
@@ -224,6 +226,7 @@ def assert_type_like(tensor, source, overrides=None):
     assert_type(tensor, merged, get_partition_spec(source))
 
 
+@api_boundary
 def assert_local_type_like(tensor, source, overrides=None):
     """Like ``assert_type_like`` but copies only the local type, not the
     partition spec.
@@ -234,6 +237,7 @@ def assert_local_type_like(tensor, source, overrides=None):
     assert_type(tensor, merged)
 
 
+@api_boundary
 def get_axis_local_type(tensor, axis):
     """The tensor's type on one axis; ValueError if the axis is absent.
 
@@ -248,6 +252,7 @@ def get_axis_local_type(tensor, axis):
     return t
 
 
+@api_boundary
 def maybe_get_axis_local_type(tensor, axis):
     """The tensor's type on one axis, or None if the axis is absent.
 
@@ -258,12 +263,14 @@ def maybe_get_axis_local_type(tensor, axis):
     return get_local_type(tensor).get(normalize_axis(axis))
 
 
+@api_boundary
 def has_local_type(tensor):
     """True if the tensor carries a type (even an empty one ``{}``)."""
     _check_tensor(tensor, "has_local_type")
     return ops.get_type(tensor) != _UNTYPED
 
 
+@api_boundary
 def get_local_type(tensor):
     """The tensor's type as ``{MeshAxis: R|I|V|P}`` (``{}`` if untyped)."""
     from .scalar import Scalar
@@ -273,6 +280,7 @@ def get_local_type(tensor):
     return type_to_dict(ops.get_type(tensor))
 
 
+@api_boundary
 def get_partition_spec(tensor):
     """The tensor's PartitionSpec (of MeshAxis entries), or None."""
     _check_tensor(tensor, "get_partition_spec")

@@ -35,6 +35,10 @@ class PerMeshAxisLocalSpmdType(enum.Enum):
     def __repr__(self):
         return self.name
 
+    # str() too: "R" in every message and f-string, never the enum's long
+    # "PerMeshAxisLocalSpmdType.R" (which the reference prints).
+    __str__ = __repr__
+
     def backward_type(self):
         """The type of this type's gradient: R<->P, I->I, V->V."""
         return _DUAL[self]
