@@ -428,6 +428,17 @@ CSPMD_API cspmd_status_t cspmd_loss_check(cspmd_type_t loss);
 CSPMD_API cspmd_status_t cspmd_grad_check(cspmd_type_t fwd, cspmd_type_t grad, const char *what,
                                           cspmd_type_t *out);
 
+/* Gradient accumulation into a leaf's .grad: the gradient .grad already
+ * holds (held, from earlier backward passes) must itself be a gradient of
+ * the leaf's forward type fwd -- the dual per axis, V accepted where P is
+ * due -- or adding this pass's gradient mixes, e.g., an already reduced (R)
+ * .grad with a pending (P) one.  held UNTYPED (a buffer of an unchecked
+ * backward) passes; held_is_zero != 0 passes (zeros are every type: a
+ * .grad zeroed in place by zero_grad(set_to_none=False)).  what names the
+ * leaf.  Errors: SPMD_TYPE; MISUSE (unknown ids). */
+CSPMD_API cspmd_status_t cspmd_grad_accum_check(cspmd_type_t fwd, cspmd_type_t held,
+                                                int held_is_zero, const char *what);
+
 /* The starting gradient of one output of backward() / autograd.grad given
  * an explicit gradient (grad_tensors / grad_outputs / Tensor.backward's
  * gradient).  An untyped grad takes, per axis, the dual of out's type --

@@ -177,3 +177,49 @@ cspmd_status_t cspmd_grad_seed(cspmd_type_t out, cspmd_type_t grad, const char *
     *seed = result;
     return CSPMD_OK;
 }
+
+cspmd_status_t cspmd_grad_accum_check(cspmd_type_t fwd, cspmd_type_t held, int held_is_zero,
+                                      const char *what)
+{
+    int n = cspmd_type_naxes(fwd);
+    if (n < 0 || cspmd_type_naxes(held) < 0)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_grad_accum_check: bad arguments");
+    if (fwd == CSPMD_TYPE_UNTYPED || held == CSPMD_TYPE_UNTYPED || held_is_zero)
+        return CSPMD_OK;
+    if (what == NULL)
+        what = "tensor";
+    for (int i = 0; i < n; i++) {
+        cspmd_axis_t axis;
+        cspmd_ltype_t t;
+        cspmd_status_t st = cspmd_type_entry(fwd, i, &axis, &t);
+        if (st != CSPMD_OK)
+            return st;
+        cspmd_ltype_t due = cspmd_ltype_dual(t), got = cspmd_type_get(held, axis);
+        if (got == due || (due == CSPMD_LT_P && got == CSPMD_LT_V) || got == CSPMD_LT_NONE)
+            continue;
+        char fbuf[256], hbuf[256];
+        cspmd_type_format(fwd, fbuf, sizeof fbuf);
+        cspmd_type_format(held, hbuf, sizeof hbuf);
+        const char *hint =
+            due == CSPMD_LT_P
+                ? "the .grad was already reduced (e.g. all-reduced after the previous "
+                  "micro-batch), and this backward adds a pending (unreduced) gradient to it: "
+                  "the sum is neither.  Accumulate the micro-batches' pending gradients and "
+                  "reduce once after the last backward, or set .grad to None (zero_grad()) "
+                  "before the next backward"
+                : got == CSPMD_LT_P
+                      ? "the .grad holds a pending sum (P) that was never reduced, and this "
+                        "backward adds a reduced gradient to it: reduce the .grad (or zero it) "
+                        "before the next backward"
+                      : "the .grad holds a value that is not a gradient of this tensor's type";
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "Gradient accumulation type mismatch for %s on axis %s: the tensor "
+                               "is %s, so its .grad must be %s%s, but the .grad this backward "
+                               "accumulates into is %s.\n"
+                               "  tensor type: %s\n  .grad type:  %s\nHint: %s",
+                               what, cspmd_axis_display(axis, 0), cspmd_ltype_letter(t),
+                               cspmd_ltype_letter(due), due == CSPMD_LT_P ? " (or V)" : "",
+                               cspmd_ltype_letter(got), fbuf, hbuf, hint);
+    }
+    return CSPMD_OK;
+}

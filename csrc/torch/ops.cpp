@@ -365,6 +365,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(grad_watch_check);
         CSPMD_BIND(grad_check);
         CSPMD_BIND(grad_seed);
+        CSPMD_BIND(watch_leaves);
         CSPMD_BIND(get_type);
         CSPMD_BIND(set_type);
         CSPMD_BIND(mesh_push);

@@ -7,6 +7,7 @@
 
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "cspmd.h"
 
@@ -37,6 +38,10 @@ struct KeyOff {
 
 // Register the fallback on every op with a CompositeExplicitAutograd kernel.
 int register_explicit_ops();
+
+// Put the gradient-accumulation check on every AccumulateGrad node reachable
+// from roots (grad_accumulate.cpp); returns how many were added.
+int64_t watch_leaves(const std::vector<at::Tensor> &roots);
 
 // Type ids on TensorImpls.
 cspmd_type_t impl_get_type(const c10::TensorImpl *impl);

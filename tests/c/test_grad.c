@@ -92,6 +92,30 @@ START_TEST(test_grad_seed)
 }
 END_TEST
 
+START_TEST(test_grad_accum_check)
+{
+    /* Pending or per-rank pieces accumulate into an R tensor's .grad. */
+    ck_assert_int_eq(cspmd_grad_accum_check(ty(LR, LV), ty(LP, LV), 0, "w"), CSPMD_OK);
+    ck_assert_int_eq(cspmd_grad_accum_check(ty(LR, LI), ty(LV, LI), 0, "w"), CSPMD_OK);
+    ck_assert_int_eq(cspmd_grad_accum_check(ty(LP, LI), ty(LR, LI), 0, "w"), CSPMD_OK);
+    /* Untyped buffers and zeros pass. */
+    ck_assert_int_eq(cspmd_grad_accum_check(ty(LR, LI), CSPMD_TYPE_UNTYPED, 0, "w"), CSPMD_OK);
+    ck_assert_int_eq(cspmd_grad_accum_check(ty(LR, LI), ty(LR, LI), 1, "w"), CSPMD_OK);
+    /* A reduced .grad where a pending one is due. */
+    ck_assert_int_eq(cspmd_grad_accum_check(ty(LR, LI), ty(LR, LI), 0, "parameter f32[4]"),
+                     CSPMD_ERR_SPMD_TYPE);
+    const char *m = cspmd_last_error();
+    ck_assert_ptr_nonnull(strstr(m, "Gradient accumulation type mismatch for parameter f32[4] "
+                                    "on axis dp: the tensor is R, so its .grad must be P (or "
+                                    "V), but the .grad this backward accumulates into is R."));
+    ck_assert_ptr_nonnull(strstr(m, "already reduced"));
+    /* A pending .grad where a reduced one is due. */
+    ck_assert_int_eq(cspmd_grad_accum_check(ty(LP, LI), ty(LP, LI), 0, "w"), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "never reduced"));
+    ck_assert_int_eq(cspmd_grad_accum_check(999999, ty(LP, LI), 0, "w"), CSPMD_ERR_MISUSE);
+}
+END_TEST
+
 START_TEST(test_grad_duality)
 {
     cspmd_type_t out = 0;
@@ -286,6 +310,7 @@ Suite *suite_grad(void)
     tcase_add_test(tc, test_loss_check);
     tcase_add_test(tc, test_grad_duality);
     tcase_add_test(tc, test_grad_seed);
+    tcase_add_test(tc, test_grad_accum_check);
     tcase_add_test(tc, test_route);
     tcase_add_test(tc, test_dims);
     tcase_add_test(tc, test_dtypes);

@@ -138,9 +138,11 @@ def _checked_backward(tensors, grad_tensors=None, *args, **kwargs):
     s = _state()
     if s.enabled and s.backward:
         single = isinstance(tensors, torch.Tensor)
-        grad_tensors = _explicit_gradients(_as_tuple(tensors), grad_tensors, single,
+        ts = _as_tuple(tensors)
+        grad_tensors = _explicit_gradients(ts, grad_tensors, single,
                                            ("tensors", "(given to backward())" if single
                                             else "grad_tensors"))
+        ops.watch_leaves([t for t in ts if isinstance(t, torch.Tensor)])
     with _BackwardScope():
         return _original_backward(tensors, grad_tensors, *args, **kwargs)
 
@@ -154,7 +156,20 @@ def _checked_grad(outputs, inputs, grad_outputs=None, *args, **kwargs):
                                            ("outputs", "(grad_outputs)" if single
                                             else "grad_outputs"))
     with _BackwardScope():
-        return _original_grad(outputs, inputs, grad_outputs, *args, **kwargs)
+        grads = _original_grad(outputs, inputs, grad_outputs, *args, **kwargs)
+    if s.enabled and s.backward:
+        _check_leaf_gradients(_as_tuple(inputs), grads)
+    return grads
+
+
+def _check_leaf_gradients(inputs, grads):
+    """autograd.grad returns the gradients of leaf inputs instead of
+    accumulating them (no AccumulateGrad runs): check each is the dual of its
+    leaf's type, as accumulation would (non-leaf inputs have their hooks)."""
+    from .runtime import _describe
+    for t, g in zip(inputs, grads):
+        if isinstance(t, torch.Tensor) and t.is_leaf and isinstance(g, torch.Tensor):
+            ops.grad_watch_check(t, 0, g, _describe(t))
 
 
 _patch_hooks = []  # (on_fn, off_fn) registered by other modules
@@ -295,17 +310,6 @@ def _grad_hook(ref, cell):
 
     def hook(grad):
         ops.grad_watch_check(ref(), cell[0], grad, cell[1])
-
-    return hook
-
-
-def _accumulated_grad_hook(cell):
-    """A leaf's post-accumulate hook: the final ``.grad``, after every user
-    hook has run, must still be the dual of the leaf's type."""
-
-    def hook(leaf):
-        if leaf.grad is not None:
-            ops.grad_watch_check(leaf, 0, leaf.grad, cell[1])
 
     return hook
 

@@ -185,23 +185,24 @@ def _describe(t):
 
 
 def _watch_gradient(tensor):
-    """Check, in backward, that the gradients reaching an annotated tensor are
-    the dual of its type (cspmd.checker._grad_hook): each contribution before
-    it is accumulated, and -- for leaves -- the accumulated ``.grad`` after
-    every hook has run.  Installed once; the type is re-read from the tensor
-    while it lives, and kept for when an activation is freed before backward."""
+    """Check, in backward, that the gradients reaching an annotated non-leaf
+    tensor are the dual of its type (cspmd.checker._grad_hook).  Installed
+    once; the type is re-read from the tensor while it lives, and kept for
+    when an activation is freed before backward.  Leaves need no hook: every
+    checked backward() puts the check on the graph's gradient accumulators
+    (watch_leaves in csrc/torch/grad_accumulate.cpp), whenever the leaf was
+    annotated."""
+    if tensor.is_leaf:
+        return
     cell = getattr(tensor, "_cspmd_grad_cell", None)
     if cell is not None:
         cell[0] = ops.get_type(tensor)
         return
-    from .checker import _grad_hook, _accumulated_grad_hook
+    from .checker import _grad_hook
     cell = [ops.get_type(tensor), _describe(tensor)]
     # An attribute, not a WeakSet: WeakSet lookups compare tensors with ==.
     tensor._cspmd_grad_cell = cell
-    ref = weakref.ref(tensor)
-    tensor.register_hook(_grad_hook(ref, cell))
-    if tensor.is_leaf:
-        tensor.register_post_accumulate_grad_hook(_accumulated_grad_hook(cell))
+    tensor.register_hook(_grad_hook(weakref.ref(tensor), cell))
 
 
 def _merged_type(tensor, source, overrides, fn):
