@@ -220,6 +220,30 @@ CSPMD_API cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t 
                                                    cspmd_type_t *out);
 
 /* ===================================================================== */
+/* Types that move with values                                            */
+/* ===================================================================== */
+
+/* The type of a tensor `to` (to_ndim dims) that replaces a tensor typed
+ * `from` holding the same values: a module's parameter moved to another
+ * dtype or device, a deep copy, a parameter loaded from a state_dict.  An
+ * untyped `to` takes `from` (its partition spec only if to_ndim matches);
+ * an untyped `from` or an equal `to` keeps `to`.  Two different types are
+ * SPMD_TYPE, the message starting with `what`.  Errors: MISUSE (unknown ids,
+ * NULL out). */
+CSPMD_API cspmd_status_t cspmd_type_carry(cspmd_type_t from, cspmd_type_t to, int to_ndim,
+                                          const char *what, cspmd_type_t *out);
+
+/* A type's stable text form, for saving with a tensor ("cspmd1:4:1=V|2:4=R",
+ * spec appended after '#'): axes as rank layouts, so it reads back the same
+ * in any process of the same world.  snprintf-style: writes at most len
+ * bytes, NUL-terminated when len > 0, returns the length needed; "" for
+ * UNTYPED or an unknown id. */
+CSPMD_API size_t cspmd_type_encode(cspmd_type_t type, char *buf, size_t len);
+/* Read a text form back (interning its axes and type).  Errors: VALUE
+ * (not a saved type), SPMD_TYPE (axes not orthogonal), MISUSE (NULL). */
+CSPMD_API cspmd_status_t cspmd_type_decode(const char *text, cspmd_type_t *out);
+
+/* ===================================================================== */
 /* Per-thread checker state                                               */
 /* ===================================================================== */
 

@@ -249,6 +249,13 @@ void grad_watch_check(const std::optional<at::Tensor> &t, int64_t fallback,
         impl_set_type(grad.unsafeGetTensorImpl(), out);
 }
 
+int64_t type_carry(int64_t from, int64_t to, int64_t to_ndim, std::string what) {
+    cspmd_type_t out;
+    check(cspmd_type_carry(to_type(from), to_type(to), static_cast<int>(to_ndim), what.c_str(),
+                           &out));
+    return out;
+}
+
 int64_t get_type(const at::Tensor &t) { return impl_get_type(t.unsafeGetTensorImpl()); }
 
 void set_type(const at::Tensor &t, int64_t type) {
@@ -366,6 +373,8 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(grad_check);
         CSPMD_BIND(grad_seed);
         CSPMD_BIND(watch_leaves);
+        CSPMD_BIND(type_carry);
+        CSPMD_BIND(register_type_saving);
         CSPMD_BIND(get_type);
         CSPMD_BIND(set_type);
         CSPMD_BIND(mesh_push);

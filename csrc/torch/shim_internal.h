@@ -43,6 +43,10 @@ int register_explicit_ops();
 // from roots (grad_accumulate.cpp); returns how many were added.
 int64_t watch_leaves(const std::vector<at::Tensor> &roots);
 
+// Save types with tensors in torch.save / torch.load (type_saving.cpp);
+// the device types covered.
+std::vector<std::string> register_type_saving();
+
 // Type ids on TensorImpls.
 cspmd_type_t impl_get_type(const c10::TensorImpl *impl);
 void impl_set_type(c10::TensorImpl *impl, cspmd_type_t type);

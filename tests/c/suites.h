@@ -11,4 +11,5 @@ Suite *suite_coll(void);
 Suite *suite_grad(void);
 Suite *suite_raw(void);
 Suite *suite_compat(void);
+Suite *suite_type_carry(void);
 #endif
