@@ -302,14 +302,18 @@ def is_type_checking():
     return _state().enabled
 
 
-def _grad_hook(ref, cell):
-    """A tensor hook checking that a gradient reaching the tensor is the dual
-    of its type (and typing a V contribution to a pending sum as P).  cell is
-    [type id at the last annotation, description]; the check is one call into
-    the core, a no-op when the backward runs unchecked."""
+def _grad_prehook(ref, cell, index):
+    """A pre-hook on the autograd node that produced an annotated tensor:
+    checks that the gradient of output ``index`` -- after every tensor hook,
+    the user's included, has run -- is the dual of the tensor's type (and
+    types a V contribution to a pending sum as P).  cell is [type id at the
+    last annotation, description]; the check is one call into the core, a
+    no-op when the backward runs unchecked."""
 
-    def hook(grad):
-        ops.grad_watch_check(ref(), cell[0], grad, cell[1])
+    def hook(grad_outputs):
+        g = grad_outputs[index]
+        if g is not None:
+            ops.grad_watch_check(ref(), cell[0], g, cell[1])
 
     return hook
 

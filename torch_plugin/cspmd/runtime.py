@@ -186,7 +186,7 @@ def _describe(t):
 
 def _watch_gradient(tensor):
     """Check, in backward, that the gradients reaching an annotated non-leaf
-    tensor are the dual of its type (cspmd.checker._grad_hook).  Installed
+    tensor are the dual of its type (cspmd.checker._grad_prehook).  Installed
     once; the type is re-read from the tensor while it lives, and kept for
     when an activation is freed before backward.  Leaves need no hook: every
     checked backward() puts the check on the graph's gradient accumulators
@@ -198,11 +198,13 @@ def _watch_gradient(tensor):
     if cell is not None:
         cell[0] = ops.get_type(tensor)
         return
-    from .checker import _grad_hook
+    from .checker import _grad_prehook
     cell = [ops.get_type(tensor), _describe(tensor)]
     # An attribute, not a WeakSet: WeakSet lookups compare tensors with ==.
     tensor._cspmd_grad_cell = cell
-    tensor.register_hook(_grad_hook(weakref.ref(tensor), cell))
+    # On the producing node, after the tensor's own hooks: a hook added
+    # later that changes the gradient is checked too.
+    tensor.grad_fn.register_prehook(_grad_prehook(weakref.ref(tensor), cell, tensor.output_nr))
 
 
 def _merged_type(tensor, source, overrides, fn):
