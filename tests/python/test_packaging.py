@@ -46,6 +46,16 @@ def test_one_version_number():
     assert not re.search(r"^version\s*=", pyproject, re.M)
 
 
+def test_every_python_module_is_installed():
+    """A module missing from torch_plugin/meson.build works in the tree but
+    not from the wheel; this catches it without building one."""
+    pkg = os.path.join(ROOT, "torch_plugin", "cspmd")
+    with open(os.path.join(ROOT, "torch_plugin", "meson.build")) as f:
+        listed = set(re.findall(r"'cspmd/([^']+\.py)'", f.read()))
+    on_disk = {n for n in os.listdir(pkg) if n.endswith(".py")}
+    assert on_disk == listed
+
+
 def test_build_info_records_the_build_torch():
     from cspmd import _lib
 
