@@ -1,4 +1,7 @@
-"""Every ```python block of docs/*.md runs, each in a fresh interpreter."""
+"""Every ```python block of docs/*.md runs, each in a fresh interpreter.
+
+Snippets that cannot run here (they need torchrun, several processes or a
+GPU) are fenced ```py instead: those are compiled, not run."""
 
 import concurrent.futures
 import glob
@@ -11,6 +14,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
+_SNIPPET = re.compile(r"^```py\n(.*?)^```", re.M | re.S)
 
 
 def _blocks():
@@ -49,3 +53,20 @@ def results():
 def test_doc_block_runs(code, results):
     proc = results[code]
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _snippets():
+    out = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))):
+        with open(path) as f:
+            text = f.read()
+        for m in _SNIPPET.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            out.append(pytest.param(m.group(1), f"{os.path.basename(path)}:{line}",
+                                    id=f"{os.path.basename(path)}:{line}"))
+    return out
+
+
+@pytest.mark.parametrize("code,where", _snippets())
+def test_doc_snippet_compiles(code, where):
+    compile(code, where, "exec")

@@ -13,6 +13,7 @@ from ._traceback import traceback_filtering
 from .checker import TYPE_CHECKING, is_type_checking, no_typecheck
 from .dtensor import (DimSharding, TensorSharding, dtensor_placement_to_spmd_type,
                       spmd_redistribute, spmd_type_to_dtensor_placement)
+from .module import annotate_module as _annotate_module
 from .mesh import (MeshAxis, current_mesh, current_mesh_all_names, current_mesh_names,
                    flatten_axes, set_current_mesh, set_printoptions)
 from .regions import Infer, local, local_map
@@ -45,6 +46,7 @@ redistribute = _api(_coll.redistribute)
 shard = _api(_coll.shard)
 unshard = _api(_coll.unshard)
 invariant_to_replicate = _api(_coll.invariant_to_replicate)
+annotate_module = _api(_annotate_module)
 
 __all__ = [
     # types
@@ -60,7 +62,7 @@ __all__ = [
     # annotation / query
     "assert_type", "assert_local_type", "assert_type_like", "assert_local_type_like",
     "mutate_type", "has_local_type", "get_local_type", "get_axis_local_type",
-    "maybe_get_axis_local_type", "get_partition_spec",
+    "maybe_get_axis_local_type", "get_partition_spec", "annotate_module",
     # ops
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "redistribute", "unshard",
     "reinterpret", "convert", "shard", "invariant_to_replicate",
