@@ -419,8 +419,8 @@ cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t
         }
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                "%s: tensor has no type for axis %s. Use assert_type() to "
-                               "annotate the tensor on this axis before calling collectives.",
-                               fn, cspmd_axis_display(axis, 0));
+                               "annotate the tensor on this axis before calling collectives.%s",
+                               fn, cspmd_axis_display(axis, 0), cspmdi_untyped_hint(in));
     }
     for (int k = 0; k < nres; k++) {
         cspmd_ltype_t t = lts[resolved[k]];

@@ -34,6 +34,11 @@ CSPMDI_HIDDEN int cspmdi_type_valid(cspmd_type_t type);
  * EMPTY, -1 for an unknown id. */
 CSPMDI_HIDDEN int cspmdi_type_axes(cspmd_type_t type, cspmd_axis_t *axes, cspmd_ltype_t *ltypes);
 
+/* " It has no type at all: annotate it with assert_type()." for UNTYPED
+ * (never annotated, as opposed to typed on no axis), else "": the hint a
+ * missing-axis message appends, the same for ops and collectives. */
+CSPMDI_HIDDEN const char *cspmdi_untyped_hint(cspmd_type_t type);
+
 /* 1 if the type carries a partition spec, 0 if not or unknown. */
 CSPMDI_HIDDEN int cspmdi_type_has_spec(cspmd_type_t type);
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core.h"
 #include "cspmd.h"
 
 /* ---- group name -> axis ------------------------------------------------ */
@@ -151,8 +152,8 @@ cspmd_status_t cspmd_raw_check_input(const cspmd_raw_rule_t *r, cspmd_axis_t axi
                        : cspmd_type_with(in, axis, (cspmd_ltype_t)r->dst, out);
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                "%s: tensor has no type for axis %s. Use assert_type() to annotate "
-                               "the tensor on this axis before calling collectives.",
-                               r->fn, cspmd_axis_display(axis, 0));
+                               "the tensor on this axis before calling collectives.%s",
+                               r->fn, cspmd_axis_display(axis, 0), cspmdi_untyped_hint(in));
     }
     if (t != (cspmd_ltype_t)r->src && !(t == CSPMD_LT_V && r->src == CSPMD_LT_P))
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s: expected input type %s on axis %s, got %s",
@@ -181,8 +182,9 @@ cspmd_status_t cspmd_raw_check_output(const cspmd_raw_rule_t *r, cspmd_axis_t ax
             return CSPMD_OK;
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                "%s: %s has no type for axis %s. Annotate it with assert_type() "
-                               "before calling the collective.",
-                               r->fn, what, cspmd_axis_display(axis, 0));
+                               "before calling the collective.%s",
+                               r->fn, what, cspmd_axis_display(axis, 0),
+                               cspmdi_untyped_hint(out_type));
     }
     int ok = r->dst == RI ? (t == CSPMD_LT_R || t == CSPMD_LT_I) : t == (cspmd_ltype_t)r->dst;
     if (ok)

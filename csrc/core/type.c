@@ -56,6 +56,12 @@ int cspmdi_type_valid(cspmd_type_t type)
     return type_get(type) != NULL;
 }
 
+const char *cspmdi_untyped_hint(cspmd_type_t type)
+{
+    return type == CSPMD_TYPE_UNTYPED ? " It has no type at all: annotate it with assert_type()."
+                                      : "";
+}
+
 int cspmdi_type_axes(cspmd_type_t type, cspmd_axis_t *axes, cspmd_ltype_t *ltypes)
 {
     type_rec_t *r = type_get(type);

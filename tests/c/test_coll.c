@@ -332,6 +332,11 @@ START_TEST(test_coll_infer_unresolved)
                      "the tensor on this axis before calling collectives.");
     ck_assert_int_eq(cspmd_coll_infer("all_reduce", TP, LP, LR, CSPMD_TYPE_UNTYPED, &out),
                      CSPMD_ERR_SPMD_TYPE);
+    /* never annotated: the same hint as an op's missing-axis error */
+    ck_assert_str_eq(cspmd_last_error(),
+                     "all_reduce: tensor has no type for axis tp. Use assert_type() to annotate "
+                     "the tensor on this axis before calling collectives. It has no type at "
+                     "all: annotate it with assert_type().");
     /* permissive: the type passes through, the axis is not added */
     cspmd_checker_set(1, 0);
     ck_assert_int_eq(cspmd_coll_infer("all_reduce", TP, LP, LR, ty(LR, NONE), &out), CSPMD_OK);

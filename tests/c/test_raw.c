@@ -62,6 +62,10 @@ START_TEST(test_all_reduce_input)
                                          "R");
     ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, NONE), &out), CSPMD_ERR_SPMD_TYPE);
     ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "all_reduce: tensor has no type for axis tp"));
+    ck_assert_ptr_null(strstr(cspmd_last_error(), "no type at all")); /* typed, on other axes */
+    ck_assert_int_eq(cspmd_raw_check_input(r, TP, CSPMD_TYPE_UNTYPED, &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(),
+                                 ". It has no type at all: annotate it with assert_type()."));
     cspmd_checker_set(1, 0); /* permissive: the P -> R write still happens on typed inputs */
     ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, NONE), &out), CSPMD_OK);
     ck_assert_uint_eq(out, ty(LR, LR));

@@ -125,6 +125,35 @@ def test_all_untyped_op_runs_unchecked(checked):
         assert torch.equal(out, torch.full((4, 4), 2.0))
 
 
+def test_all_untyped_op_is_where_cspmd_differs_from_the_reference(mesh, dp, tp):
+    """The reference's strict mode raises "missing axis" on ``relu(u)`` for a
+    never-annotated ``u``; cspmd runs it unchecked (torch.empty and the
+    bookkeeping inside torch functions make untyped tensors that are not
+    user values).  An untyped value is still caught where it meets the
+    typed program -- a typed operand, a collective, backward() -- each
+    with the "no type at all" hint (docs/differences.md)."""
+    from reference import load
+
+    ref, ref_checker = load(), load("spmd_types.checker")
+    with ref.set_current_mesh(mesh), ref_checker.typecheck():
+        u = torch.randn(4)
+        with pytest.raises(ref.SpmdTypeError, match=r"args\[0\] missing axis mesh_dp"):
+            torch.relu(u)
+
+    with spmd.set_current_mesh(mesh), typecheck():
+        with no_typecheck():
+            u = torch.randn(4, requires_grad=True)
+        h = torch.relu(u) * 2                                  # unchecked, untyped
+        assert not spmd.has_local_type(h)
+        x = spmd.assert_type(torch.randn(4), {dp: R, tp: R})
+        with pytest.raises(SpmdTypeError, match="has no type at all: annotate it"):
+            x + h
+        with pytest.raises(SpmdTypeError, match="has no type at all: annotate it"):
+            spmd.all_reduce(h, tp, src=P, dst=R)
+        with pytest.raises(SpmdTypeError, match="loss tensor with no SPMD type annotation"):
+            h.sum().backward()
+
+
 def test_permissive_untyped_with_typed(mesh, typed):
     with spmd.set_current_mesh(mesh), typecheck("permissive"):
         with no_typecheck():
