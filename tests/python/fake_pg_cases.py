@@ -130,18 +130,22 @@ class LocalTensorIsRefused(unittest.TestCase):
         self.assertIn("does not support LocalTensorMode yet", out.getvalue())
         self.assertFalse(dist.is_initialized())
 
-    def test_local_tensor_ops_are_not_checked(self):
-        """The documented limit behind the refusal: an op on a LocalTensor
-        runs in LocalTensorMode's own dispatch, below which cspmd sees plain
-        per-rank tensors, so the result has no type and nothing is checked."""
+    def test_local_tensors_cannot_be_typed(self):
+        """The limit behind the refusal: an op on a LocalTensor runs per rank
+        inside LocalTensorMode's own dispatch, below which cspmd sees plain
+        per-rank tensors, so a type on it would never be checked.  Typing one
+        raises instead of leaving the program silently unchecked."""
         from torch.distributed._local_tensor import LocalTensorMode
         with fake_pg(2) as pg, LocalTensorMode(2) as mode:
             x = mode.rank_map(lambda r: torch.full((2,), float(r)))
-            spmd.assert_type(x, {pg: spmd.P})
+            for call in (lambda: spmd.assert_type(x, {pg: spmd.P}),
+                         lambda: spmd.get_local_type(x)):
+                with self.assertRaisesRegex(NotImplementedError,
+                                            "does not support LocalTensorMode yet"):
+                    call()
             with typecheck():
-                y = torch.relu(x)  # a type error on a plain tensor
-            self.assertEqual(spmd.get_local_type(y), {})
-
+                y = torch.relu(x)  # untyped: runs unchecked, like any untyped op
+            self.assertEqual(type(y).__name__, "LocalTensor")
 
 if __name__ == "__main__":
     unittest.main()

@@ -43,6 +43,12 @@ def _check_tensor(t, fn):
         raise TypeError(f"{fn}: expected a torch.Tensor, got {type(t).__name__}")
     if type(t).__name__ == "DTensor":
         raise TypeError(f"{fn}: got a DTensor; annotate its local tensor (x.to_local()) instead")
+    if type(t).__name__ == "LocalTensor":
+        # Ops on a LocalTensor run per rank below LocalTensorMode, outside
+        # cspmd's dispatch key: a type on it would never be checked.
+        raise NotImplementedError(f"{fn}: got a LocalTensor; cspmd does not support "
+                                  "LocalTensorMode yet (its ops would not be checked); see "
+                                  "docs/testing.md")
 
 
 def _spec_encoding(spec, ndim):
