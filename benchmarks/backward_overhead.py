@@ -11,7 +11,9 @@ one run (they alternate in rounds, so machine noise hits all alike):
 
 Prints a markdown table of the median ms per step (forward, backward, total)
 and the ratios; the backward ratio checked / fwd-only is the cost of
-backward checking.  Not a test.
+backward checking.  It also prints the cost of the graph walk every checked
+backward() starts with (watch_leaves: it puts the gradient-accumulation
+check on each leaf's AccumulateGrad node), timed alone.  Not a test.
 
     python benchmarks/backward_overhead.py [--rounds N] [--steps K] [--size small|medium]
 """
@@ -60,6 +62,18 @@ def step_timer(block, x, mesh, mode):
     return checked
 
 
+def walk_us(block, x, mesh, n=500):
+    """µs per watch_leaves() walk of one step's autograd graph (the hooks are
+    in place after the first; later walks only visit)."""
+    with spmd.set_current_mesh(mesh), spmd.checker.typecheck():
+        loss = loss_of(block, block(x))
+        spmd.checker.ops.watch_leaves([loss])
+        t0 = time.perf_counter()
+        for _ in range(n):
+            spmd.checker.ops.watch_leaves([loss])
+        return (time.perf_counter() - t0) / n * 1e6
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=15)
@@ -80,6 +94,7 @@ def main():
     print("| block | hidden/ffn/seq | mode | fwd ms | bwd ms | step ms | bwd / fwd-only bwd "
           "| step / plain |")
     print("|---|---|---|---:|---:|---:|---:|---:|")
+    walks = []
     for size in [args.size] if args.size else list(SIZES):
         hidden, ffn, heads, batch, seq = SIZES[size]
         for sp in (False, True):
@@ -106,6 +121,12 @@ def main():
                 name = "tp+sp" if sp else "tp"
                 print(f"| {name} ({size}) | {hidden}/{ffn}/{seq} | {m} | {f:.3f} | {b:.3f} | "
                       f"{f + b:.3f} | {bratio:.3f}x | {sratio:.3f}x |")
+            w = walk_us(block, x, mesh)
+            walks.append(f"{name} ({size}): {w:.1f} µs per backward(), "
+                         f"{w / (med['checked'][1] * 10):.2f}% of the checked backward")
+    print("\nGraph walk at backward() (watch_leaves):")
+    for w in walks:
+        print(f"  {w}")
     dist.destroy_process_group()
 
 

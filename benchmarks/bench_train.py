@@ -10,6 +10,15 @@ spmd_types checked, implementations alternating in rounds.
   (``import cspmd as spmd`` bound to spmd_types, so its own collectives and
   annotations), under spmd_types' typecheck().
 
+The full training step is measured too, plain vs cspmd: forward +
+backward, the gradient all-reduces (tp for the sequence-parallel replicated
+parameters, then dp), clipping by the global norm (``clip_grad_norm_``'s two
+halves, ``get_total_norm`` and ``clip_grads_with_norm_``, with the shards'
+squared norm all-reduced over tp between them: the plain ``clip_grad_norm_``
+over tensor-parallel shards is a type error, see docs/training.md) and an
+AdamW step, with ``foreach=True`` and with ``fused=True``.  (spmd_types
+does not see the optimizer's ops; it is left out of these.)
+
 Writes results/train.json.  Not a test.
 """
 
@@ -57,6 +66,34 @@ class Model:
             b = self.blocks[0]
             s = cfg["seq"] // b.tp_size if sp else cfg["seq"]
             self.x = torch.randn(cfg["batch"], s, cfg["hidden"])
+
+        self.params = [p for b in self.blocks for p in b.parameters()]
+        self.opts = {}
+
+    def train_step(self, kind):
+        """Forward, backward, gradient all-reduces, clipping, AdamW (``kind``:
+        "foreach" or "fused")."""
+        spmd, P, R, V = self.mod.spmd, self.mod.P, self.mod.R, self.mod.V
+        if kind not in self.opts:
+            self.opts[kind] = torch.optim.AdamW(self.params, lr=1e-6, **{kind: True})
+        loss = self.step()
+        rep, shard = [], []
+        for b in self.blocks:
+            types = b.param_types()
+            for n, p in b.named_parameters():
+                replicated = types[n][b.tp] is R
+                if replicated:      # sequence parallel: each tp rank saw a shard
+                    p.grad = spmd.all_reduce(p.grad, b.tp, src=P, dst=R)
+                p.grad = spmd.all_reduce(p.grad, b.dp, src=P, dst=R)
+                (rep if replicated else shard).append(p.grad)
+        foreach = kind == "foreach"
+        tp = self.blocks[0].tp
+        sq = torch.nn.utils.get_total_norm(rep, foreach=foreach).square()
+        sq = sq + spmd.all_reduce(torch.nn.utils.get_total_norm(shard, foreach=foreach).square(),
+                                  tp, src=V, dst=R)
+        torch.nn.utils.clip_grads_with_norm_(self.params, 1.0, sq.sqrt(), foreach=foreach)
+        self.opts[kind].step()
+        return loss
 
     def step(self):
         for b in self.blocks:
@@ -121,9 +158,38 @@ def main():
               f"  cspmd/plain {best['cspmd'] / best['plain']:.3f}x"
               f"  spmd_types/plain {best['spmd_types'] / best['plain']:.3f}x")
         results[size] = {"config": cfg, "best_ms": best, "samples_ms": samples,
-                         "reps": reps}
+                         "reps": reps, "optimizer": measure_optimizer(models, ctx, args)}
     common.save("train", {"machine": common.machine(), "rounds": args.rounds,
                           "threads": torch.get_num_threads(), "sizes": results})
+
+
+def measure_optimizer(models, ctx, args):
+    """ms per full training step (with AdamW foreach / fused), plain vs cspmd."""
+    kinds, impls = ["foreach", "fused"], ["plain", "cspmd"]
+    reps = {}
+    for kind in kinds:
+        for impl in impls:
+            with ctx[impl]():
+                models[impl].train_step(kind)       # warm up, creates the optimizer state
+                t0 = time.perf_counter()
+                models[impl].train_step(kind)
+                dt = time.perf_counter() - t0
+            reps[kind] = max(reps.get(kind, 1), int(args.min_time / max(dt, 1e-6)))
+
+    def measure(kind, impl):
+        m = models[impl]
+        with ctx[impl]():
+            return common.per_call_us(lambda: m.train_step(kind), reps[kind], repeat=1) / 1000.0
+
+    samples = common.alternate(kinds, impls, args.rounds, measure)
+    out = {}
+    for kind in kinds:
+        best = {i: min(v) for i, v in samples[kind].items()}
+        print(f"  + grad all-reduces, clip, AdamW {kind}: ms per step  plain "
+              f"{best['plain']:.3f}  cspmd {best['cspmd']:.3f}  "
+              f"cspmd/plain {best['cspmd'] / best['plain']:.3f}x")
+        out[kind] = {"best_ms": best, "samples_ms": samples[kind], "reps": reps[kind]}
+    return out
 
 
 @contextlib.contextmanager
