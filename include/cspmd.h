@@ -219,6 +219,17 @@ CSPMD_API cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t 
                                                    cspmd_type_t inferred, int requires_grad,
                                                    cspmd_type_t *out);
 
+/* A write of `written` data through a view of a tensor typed `base`
+ * (`buf[:4] = v`, `out=` into a slice, `x.diagonal().add_(y)`): the base's
+ * new type, the per-axis join -- equal stays, V with R or I gives V --
+ * or SPMD_TYPE when the parts cannot share one type (P in part of an R
+ * tensor, R next to I) or when the base requires grad and would change.
+ * UNTYPED on either side leaves base as it is.  op names the op.  The
+ * base's spec is dropped when it changes. */
+CSPMD_API cspmd_status_t cspmd_type_join_view_write(const char *op, cspmd_type_t base,
+                                                    cspmd_type_t written, int requires_grad,
+                                                    cspmd_type_t *out);
+
 /* ===================================================================== */
 /* Types that move with values                                            */
 /* ===================================================================== */

@@ -135,6 +135,15 @@ static cspmd_status_t infer_elements(cspmd_call_t *call, cspmd_rule_t rule, fore
         if (st != CSPMD_OK)
             return st;
     }
+    for (int t = 0; t < a->ntensors; t++) {
+        const cspmd_tensor_ref_t *r = &a->tensors[t];
+        cspmd_type_t joined;
+        if (!r->written || r->elem < 0 || !cspmd_rule_takes_result(rule, r->arg))
+            continue;
+        st = cspmdk_view_write_join(call, a, r, w->outs[r->elem], &joined);
+        if (st != CSPMD_OK)
+            return st;
+    }
     return CSPMD_OK;
 }
 
@@ -161,6 +170,7 @@ static cspmd_status_t run(cspmd_call_t *call, cspmd_rule_t rule, foreach_work_t 
     if (st != CSPMD_OK)
         return st;
     cspmd_args_t *a = &w->args;
+    cspmdk_refresh_view_types(a);
     if (a->nargs > ARGS_MAX)
         return cspmd_error_set(CSPMD_ERR_VALUE,
                                "%s: %d schema arguments; cspmd checks list ops of at most %d",
@@ -182,8 +192,10 @@ static cspmd_status_t run(cspmd_call_t *call, cspmd_rule_t rule, foreach_work_t 
     for (int t = 0; t < a->ntensors; t++) {
         const cspmd_tensor_ref_t *r = &a->tensors[t];
         if (r->written && r->elem >= 0 && cspmd_rule_takes_result(rule, r->arg) &&
-            w->outs[r->elem] != CSPMD_TYPE_UNTYPED)
+            w->outs[r->elem] != CSPMD_TYPE_UNTYPED) {
             (void)cspmd_tensor_set_type(r->tensor, w->outs[r->elem]);
+            cspmdk_view_write_apply(call, a, r, w->outs[r->elem]);
+        }
     }
     st = cspmd_call_results(call, &w->results);
     if (st != CSPMD_OK)

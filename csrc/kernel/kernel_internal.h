@@ -46,6 +46,21 @@ CSPMDK_HIDDEN cspmd_status_t cspmdk_check_mutation(const cspmd_call_t *call,
                                                    const cspmd_args_t *args,
                                                    const cspmd_tensor_ref_t *r, cspmd_type_t out);
 
+/* Views whose base was retyped by a write through another view read as
+ * the join of their own type and the base's (in args, not stored). */
+CSPMDK_HIDDEN void cspmdk_refresh_view_types(cspmd_args_t *args);
+
+/* A write of `out`-typed data to r: if r views another tensor, that
+ * tensor's joined type in *joined (UNTYPED: nothing to change), or the
+ * error with context.  _apply sets it (after the kernel ran; the join
+ * was checked before). */
+CSPMDK_HIDDEN cspmd_status_t cspmdk_view_write_join(const cspmd_call_t *call,
+                                                    const cspmd_args_t *args,
+                                                    const cspmd_tensor_ref_t *r,
+                                                    cspmd_type_t out, cspmd_type_t *joined);
+CSPMDK_HIDDEN void cspmdk_view_write_apply(const cspmd_call_t *call, const cspmd_args_t *args,
+                                           const cspmd_tensor_ref_t *r, cspmd_type_t out);
+
 /* A FOREACH op (foreach_kernel.c): every list element checked alone. */
 CSPMDK_HIDDEN cspmd_status_t cspmdk_foreach_run(cspmd_call_t *call, cspmd_rule_t rule);
 

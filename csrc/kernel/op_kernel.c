@@ -292,6 +292,56 @@ cspmd_status_t cspmdk_check_mutation(const cspmd_call_t *call, const cspmd_args_
     return cspmdk_with_context(st, call, args);
 }
 
+cspmd_type_t cspmd_kernel_view_type(cspmd_type_t own, cspmd_type_t base)
+{
+    cspmd_type_t joined;
+    if (own == CSPMD_TYPE_UNTYPED || base == CSPMD_TYPE_UNTYPED || own == base)
+        return own;
+    /* The base changed after this view took its type (a write through
+     * another view made it V): the view is part of it, so it takes the
+     * join.  Types no join relates (annotated apart) are left alone. */
+    if (cspmd_type_join_view_write("", own, base, 0, &joined) == CSPMD_OK)
+        return joined;
+    return own;
+}
+
+void cspmdk_refresh_view_types(cspmd_args_t *args)
+{
+    for (int i = 0; i < args->ntensors; i++) {
+        cspmd_tensor_ref_t *r = &args->tensors[i];
+        if (r->base != NULL)
+            r->type = cspmd_kernel_view_type(r->type, cspmd_tensor_get_type(r->base));
+    }
+}
+
+cspmd_status_t cspmdk_view_write_join(const cspmd_call_t *call, const cspmd_args_t *args,
+                                      const cspmd_tensor_ref_t *r, cspmd_type_t out,
+                                      cspmd_type_t *joined)
+{
+    *joined = CSPMD_TYPE_UNTYPED;
+    if (!r->written || r->base == NULL || out == CSPMD_TYPE_UNTYPED)
+        return CSPMD_OK;
+    cspmd_type_t base = cspmd_tensor_get_type(r->base);
+    if (cspmd_type_join_view_write("", base, out, r->base_requires_grad, joined) == CSPMD_OK)
+        return CSPMD_OK;
+    char name[160];
+    text_t t = {name, 0, sizeof name};
+    name[0] = '\0';
+    put_op_name(&t, call);
+    cspmd_status_t st =
+        cspmd_type_join_view_write(name, base, out, r->base_requires_grad, joined);
+    return cspmdk_with_context(st, call, args);
+}
+
+void cspmdk_view_write_apply(const cspmd_call_t *call, const cspmd_args_t *args,
+                             const cspmd_tensor_ref_t *r, cspmd_type_t out)
+{
+    cspmd_type_t joined;
+    if (cspmdk_view_write_join(call, args, r, out, &joined) == CSPMD_OK && r->base != NULL &&
+        joined != CSPMD_TYPE_UNTYPED && joined != cspmd_tensor_get_type(r->base))
+        (void)cspmd_tensor_set_type(r->base, joined);
+}
+
 /* ---- tracing (only when on) ---------------------------------------------- */
 
 /* "<user file:line>  aten::add.Tensor({tp: R}, {tp: V}) -> {tp: V}" */
@@ -381,6 +431,7 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
     cspmd_status_t st = cspmd_call_args(call, args);
     if (st != CSPMD_OK)
         return st;
+    cspmdk_refresh_view_types(args);
     st = collect_operands(args, o);
     if (st != CSPMD_OK)
         return st;
@@ -411,6 +462,14 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
         if (st != CSPMD_OK)
             return st;
     }
+    /* A write through a view changes the tensor it views: checked here,
+     * applied after the kernel ran. */
+    for (int i = 0; i < args->ntensors; i++) {
+        cspmd_type_t joined;
+        st = cspmdk_view_write_join(call, args, &args->tensors[i], out, &joined);
+        if (st != CSPMD_OK)
+            return st;
+    }
 
     if (cspmd_trace_enabled())
         trace(call, ops, n, out);
@@ -419,8 +478,10 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
         return st;
 
     for (int i = 0; i < args->ntensors; i++)
-        if (args->tensors[i].written)
+        if (args->tensors[i].written) {
             (void)cspmd_tensor_set_type(args->tensors[i].tensor, out);
+            cspmdk_view_write_apply(call, args, &args->tensors[i], out);
+        }
     st = cspmd_call_results(call, results);
     if (st != CSPMD_OK)
         return st;

@@ -237,8 +237,17 @@ static void add_tensor(cspmd_args_t *a, const at::Tensor &t, int arg, const c10:
     r->written = written;
     r->out = written && s->kwarg_only();
     r->requires_grad = impl->requires_grad();
-    r->pad[0] = r->pad[1] = 0;
+    r->pad = 0;
     r->elem = elem;
+    r->base = nullptr;
+    r->base_requires_grad = 0;
+    // A view's type follows writes made through other views of its base;
+    // is_view() is a flag read on the autograd meta.
+    if (s && t.is_view()) {
+        c10::TensorImpl *b = t._base().unsafeGetTensorImpl();
+        r->base = reinterpret_cast<cspmd_tensor_t *>(b);
+        r->base_requires_grad = b->requires_grad();
+    }
 }
 
 // A schema `Scalar` or `Scalar[]` argument (the numbers of a foreach op's

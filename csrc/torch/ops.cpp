@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel/op_kernel.h"
 #include "shim.h"
 #include "shim_internal.h"
 
@@ -256,7 +257,12 @@ int64_t type_carry(int64_t from, int64_t to, int64_t to_ndim, std::string what) 
     return out;
 }
 
-int64_t get_type(const at::Tensor &t) { return impl_get_type(t.unsafeGetTensorImpl()); }
+int64_t get_type(const at::Tensor &t) {
+    cspmd_type_t own = impl_get_type(t.unsafeGetTensorImpl());
+    if (t.is_view())
+        return cspmd_kernel_view_type(own, impl_get_type(t._base().unsafeGetTensorImpl()));
+    return own;
+}
 
 void set_type(const at::Tensor &t, int64_t type) {
     impl_set_type(t.unsafeGetTensorImpl(), to_type(type));

@@ -56,9 +56,12 @@ typedef struct cspmd_tensor_ref {
     uint8_t written;        /* the schema marks the argument as written    */
     uint8_t out;            /* written and keyword-only: an out= tensor    */
     uint8_t requires_grad;
-    uint8_t pad[2];
+    uint8_t base_requires_grad; /* the base (below) requires grad          */
+    uint8_t pad;
     int32_t elem;           /* position in its list argument (None
                                entries counted), -1 for a plain tensor    */
+    cspmd_tensor_t *base;   /* the tensor this one views (its root base),
+                               NULL if not a view (arguments only)        */
 } cspmd_tensor_ref_t;
 
 /* The tensors of a call's arguments (or results).  Up to

@@ -1,0 +1,74 @@
+/*
+ * view_rules.c -- what writing through a view does to the tensor it views.
+ *
+ * A view shares its base's memory: `buf[:4].copy_(v)` changes part of
+ * `buf`.  After the write, `buf` holds its old data in some elements and
+ * the written data in others, so its type is the per-axis join of the two:
+ * equal types stay; Varying data written into part of a Replicate or
+ * Invariant buffer makes the whole buffer Varying (some elements now
+ * differ across ranks) and the reverse keeps it Varying; any other mix --
+ * a Partial sum in some elements and not in others, R next to I -- has no
+ * type, and the write is an error.  A buffer that requires grad may not
+ * change its type at all (as for any in-place op).
+ */
+#include <string.h>
+
+#include "core.h"
+#include "cspmd.h"
+
+static int varying_join(cspmd_ltype_t a, cspmd_ltype_t b)
+{
+    return (a == CSPMD_LT_V && (b == CSPMD_LT_R || b == CSPMD_LT_I || b == CSPMD_LT_V)) ||
+           (b == CSPMD_LT_V && (a == CSPMD_LT_R || a == CSPMD_LT_I));
+}
+
+cspmd_status_t cspmd_type_join_view_write(const char *op, cspmd_type_t base, cspmd_type_t written,
+                                          int requires_grad, cspmd_type_t *out)
+{
+    if (out == NULL || !cspmdi_type_valid(base) || !cspmdi_type_valid(written))
+        return cspmd_error_set(CSPMD_ERR_MISUSE,
+                               "cspmd_type_join_view_write: bad arguments (%u, %u)",
+                               (unsigned)base, (unsigned)written);
+    if (base == CSPMD_TYPE_UNTYPED || written == CSPMD_TYPE_UNTYPED || base == written) {
+        *out = base;
+        return CSPMD_OK;
+    }
+    cspmd_axis_t axes[CSPMD_MAX_AXES];
+    cspmd_ltype_t lts[CSPMD_MAX_AXES];
+    int n = cspmdi_type_axes(written, axes, lts);
+    cspmd_type_t joined = base;
+    for (int i = 0; i < n; i++) {
+        cspmd_ltype_t was = cspmd_type_get(base, axes[i]);
+        cspmd_ltype_t now = lts[i];
+        cspmd_ltype_t j;
+        if (was == CSPMD_LT_NONE || was == now)
+            continue; /* an axis only the written data has: the base keeps none */
+        if (!varying_join(was, now)) {
+            char bt[256], wt[256];
+            cspmd_type_format(base, bt, sizeof bt);
+            cspmd_type_format(written, wt, sizeof wt);
+            return cspmd_error_set(
+                CSPMD_ERR_SPMD_TYPE,
+                "%s: writing %s data into part of a %s tensor through a view: the tensor would "
+                "be %s in some elements and %s in others on axis %s, which no single type "
+                "describes. Convert the data (or the whole tensor) to one type first, e.g. "
+                "all_reduce a Partial value before storing it.",
+                op ? op : "?", wt, bt, cspmd_ltype_letter(now), cspmd_ltype_letter(was),
+                cspmd_axis_display(axes[i], 0));
+        }
+        j = CSPMD_LT_V;
+        if (j != was && requires_grad)
+            return cspmd_error_set(
+                CSPMD_ERR_SPMD_TYPE,
+                "%s: writing through a view would change the SPMD type of the viewed tensor on "
+                "axis %s from %s to %s, and it requires grad. In-place and out= operations "
+                "cannot change the type of a tensor that requires grad.",
+                op ? op : "?", cspmd_axis_display(axes[i], 0), cspmd_ltype_long(was),
+                cspmd_ltype_long(j));
+        cspmd_status_t st = cspmd_type_with(cspmd_type_local(joined), axes[i], j, &joined);
+        if (st != CSPMD_OK)
+            return st;
+    }
+    *out = joined;
+    return CSPMD_OK;
+}
