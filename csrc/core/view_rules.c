@@ -63,8 +63,8 @@ cspmd_status_t cspmd_type_join_view_write(const char *op, cspmd_type_t base, csp
                 "%s: writing through a view would change the SPMD type of the viewed tensor on "
                 "axis %s from %s to %s, and it requires grad. In-place and out= operations "
                 "cannot change the type of a tensor that requires grad.",
-                op ? op : "?", cspmd_axis_display(axes[i], 0), cspmd_ltype_long(was),
-                cspmd_ltype_long(j));
+                op ? op : "?", cspmd_axis_display(axes[i], 0), cspmd_ltype_letter(was),
+                cspmd_ltype_letter(j));
         cspmd_status_t st = cspmd_type_with(cspmd_type_local(joined), axes[i], j, &joined);
         if (st != CSPMD_OK)
             return st;
