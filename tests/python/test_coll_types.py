@@ -682,7 +682,7 @@ def test_unknown_backward_options_keys(tp):
     with pytest.raises(ValueError) as ei:
         spmd.all_reduce(x, tp, src=P, dst=R, backward_options={"op_dtype": f32, "bogus": 1})
     assert str(ei.value).startswith("Unknown keys in backward_options: {'bogus'}. Valid keys "
-                                    "are: ['op_dtype', 'out_dtype', 'backward_options']")
+                                    "are: ['async_op', 'backward_options', 'op_dtype', 'out_dtype']")
     with pytest.raises(ValueError, match="Unknown keys in backward_options"):
         spmd.all_gather(x, tp, src=S(0), dst=I, backward_options={"dtype": f32})
     with pytest.raises(ValueError, match="Unknown keys in backward_options"):  # nested level

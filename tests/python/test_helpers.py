@@ -44,9 +44,15 @@ def test_assert_type_with_spmd_type():
     x = torch.randn(2, 3)
     spmd.assert_type(x, SpmdType({TP: V}, PartitionSpec(None, TP)))
     assert spmd.get_partition_spec(x) == PartitionSpec(None, TP)
-    with pytest.raises(TypeError, match="either an SpmdType or a partition_spec"):
-        spmd.assert_type(x, SpmdType({TP: V}), PartitionSpec(None, TP))
+    # The types merge (the reference's merge_types): a spec may come apart.
+    y = spmd.assert_type(torch.randn(2, 3), SpmdType({TP: V}), PartitionSpec(None, TP))
+    assert spmd.get_partition_spec(y) == PartitionSpec(None, TP)
+    with pytest.raises(spmd.SpmdTypeError, match="Conflicting PartitionSpecs"):
+        spmd.assert_type(x, SpmdType({TP: V}, PartitionSpec(None, TP)),
+                         partition_spec=PartitionSpec(TP, None))
     with pytest.raises(TypeError, match="partition_spec must be a PartitionSpec"):
+        spmd.assert_type(torch.randn(2), {TP: V}, partition_spec="tp")
+    with pytest.raises(TypeError, match="expected a dict"):
         spmd.assert_type(torch.randn(2), {TP: V}, "tp")
 
 
@@ -58,7 +64,7 @@ def test_spmd_type_validation():
         SpmdType({TP: R}, PartitionSpec(TP))
     with pytest.raises(TypeError, match="must be one of R, I, V, P or S"):
         SpmdType({TP: "R"})
-    with pytest.raises(ValueError, match="empty tuples"):
+    with pytest.raises(ValueError, match="empty tuple"):
         SpmdType({TP: V}, PartitionSpec(()))
     with pytest.raises(TypeError, match="local_type must be a dict"):
         SpmdType(R)

@@ -22,7 +22,8 @@ from .registration import (register_autograd_function, register_decomposition,
                            register_local_autograd_function, register_local_backward_hook)
 from .runtime import (assert_local_type, assert_local_type_like, assert_type, assert_type_like,
                       get_axis_local_type, get_local_type, get_partition_spec, has_local_type,
-                      maybe_get_axis_local_type, mutate_type, set_dist)
+                      maybe_get_axis_local_type, merge_types, mutate_type,
+                      reinterpret_no_grad, set_dist)
 from .scalar import Scalar
 from .trace import trace
 from .types import (I, Invariant, LocalSpmdType, P, Partial, PartitionSpec,
@@ -62,7 +63,8 @@ __all__ = [
     # annotation / query
     "assert_type", "assert_local_type", "assert_type_like", "assert_local_type_like",
     "mutate_type", "has_local_type", "get_local_type", "get_axis_local_type",
-    "maybe_get_axis_local_type", "get_partition_spec", "annotate_module",
+    "maybe_get_axis_local_type", "get_partition_spec", "annotate_module", "merge_types",
+    "reinterpret_no_grad",
     # ops
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "redistribute", "unshard",
     "reinterpret", "convert", "shard", "invariant_to_replicate",

@@ -1,5 +1,7 @@
 """cspmd's exception types (importable without the native library)."""
 
+from typing import Optional
+
 __all__ = ["SpmdTypeError", "RedistributeError", "DTensorPropagationError"]
 
 
@@ -16,15 +18,21 @@ class SpmdTypeError(RuntimeError):
     'bad\\n\\nIn add(...)'
     """
 
-    def __init__(self, msg="", *, context=None):
+    context: Optional[str]
+
+    def __init__(self, msg: str, *, context: Optional[str] = None) -> None:
         if context is None and isinstance(msg, str):
             # The C kernel appends its operator context as "\n\n  In op(...)".
             head, sep, tail = msg.partition(_CONTEXT_MARK)
             if sep:
                 msg, context = head, sep.lstrip("\n") + tail
         self.msg = msg
-        self.context = context
-        super().__init__(msg if context is None else f"{msg}\n\n{context}")
+        self.context = context  # may be set later: str() reads it then
+        super().__init__(msg)
+
+    def __str__(self) -> str:
+        base = super().__str__()
+        return f"{base}\n\n{self.context}" if self.context else base
 
 
 class RedistributeError(SpmdTypeError):

@@ -8,6 +8,7 @@ C kernel; no Python runs per op.
 import contextlib
 import functools
 import threading
+from typing import Any, Callable, Iterator, Literal, Optional, TypeVar, overload
 
 import torch
 
@@ -44,18 +45,42 @@ def _apply(s):
 
 
 class SpmdTypeMode:
-    """Handle of an active ``typecheck()`` region (what the context yields)."""
+    """``with SpmdTypeMode(**kwargs):`` is ``with typecheck(**kwargs):`` (the
+    older spelling); ``typecheck()`` also yields one, to read the region's
+    flags.
 
-    def __init__(self, state):
-        self._s = state
+    >>> with SpmdTypeMode():
+    ...     is_type_checking()
+    True
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._s: _State | None = None
+        self._cm: Any = None
+
+    @classmethod
+    def _of(cls, state: _State) -> "SpmdTypeMode":
+        mode = cls()
+        mode._s = state
+        return mode
+
+    def __enter__(self) -> "SpmdTypeMode":
+        self._cm = typecheck(**self._kwargs)
+        self._s = self._cm.__enter__()._s
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        cm, self._cm = self._cm, None
+        return cm.__exit__(*exc)
 
     @property
-    def strict(self):
-        return self._s.strict
+    def strict(self) -> bool:
+        return (self._s or _state()).strict
 
     @property
-    def local(self):
-        return self._s.local
+    def local(self) -> bool:
+        return (self._s or _state()).local
 
 
 _patch_lock = threading.Lock()
@@ -214,7 +239,9 @@ def _bind_groups():
 
 
 @contextlib.contextmanager
-def typecheck(strict_mode=None, local=None, backward=None):
+def typecheck(strict_mode: Optional[Literal["permissive", "strict"]] = None,
+              local: Optional[bool] = None,
+              backward: Optional[bool] = None) -> Iterator[SpmdTypeMode]:
     """Check SPMD types of every op run on this thread inside the block.
 
     ``strict_mode``: "strict" (default) requires every operand to carry every
@@ -249,7 +276,7 @@ def typecheck(strict_mode=None, local=None, backward=None):
         s.backward = backward is not False
     _apply(s)
     try:
-        yield SpmdTypeMode(s)
+        yield SpmdTypeMode._of(s)
     finally:
         s.active, s.enabled, s.strict, s.local, s.backward = saved
         _apply(s)
@@ -257,8 +284,42 @@ def typecheck(strict_mode=None, local=None, backward=None):
             _patch(False)
 
 
-class no_typecheck(contextlib.ContextDecorator):
-    """Pause checking for a block (a no-op when checking is off).
+class _NoTypecheck(contextlib.ContextDecorator):
+    """The context (and decorator) ``no_typecheck()`` returns."""
+
+    def _recreate_cm(self) -> "_NoTypecheck":
+        return _NoTypecheck()  # each decorated call saves its own state
+
+    def __enter__(self) -> "_NoTypecheck":
+        s = _state()
+        self._saved = s.enabled
+        if s.enabled:
+            s.enabled = False
+            _apply(s)
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        s = _state()
+        if s.enabled != self._saved:
+            s.enabled = self._saved
+            _apply(s)
+        return False
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@overload
+def no_typecheck() -> _NoTypecheck: ...
+@overload
+def no_typecheck(fn: _F, /) -> _F: ...
+@overload
+def no_typecheck(*, out_types: Any, in_types: Any = ...) -> Callable[[_F], _F]: ...
+
+
+def no_typecheck(fn: Optional[Callable[..., Any]] = None, /, **kwargs: Any) -> Any:
+    """Pause checking: ``with no_typecheck():``, ``@no_typecheck()``,
+    ``@no_typecheck`` or ``no_typecheck(fn)`` (a no-op when checking is off).
 
     ``no_typecheck(out_types=..., in_types=Infer)`` is instead a decorator
     with ``local_map``'s typed boundary whose body runs unchecked (to stamp
@@ -268,36 +329,17 @@ class no_typecheck(contextlib.ContextDecorator):
     ...     is_type_checking()
     False
     """
-
-    def __new__(cls, *args, **kwargs):
-        if args:
-            raise TypeError("no_typecheck() takes no positional arguments; use "
-                            "no_typecheck(out_types=..., in_types=...) for the typed decorator")
-        if kwargs:
-            from .regions import _typed_no_typecheck
-            return _typed_no_typecheck(kwargs)
-        return super().__new__(cls)
-
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def __enter__(self):
-        s = _state()
-        self._saved = s.enabled
-        if s.enabled:
-            s.enabled = False
-            _apply(s)
-        return self
-
-    def __exit__(self, *exc):
-        s = _state()
-        if s.enabled != self._saved:
-            s.enabled = self._saved
-            _apply(s)
-        return False
+    if fn is not None:
+        if not callable(fn) or kwargs:
+            raise TypeError("no_typecheck(fn) requires a callable and no type specifications")
+        return _NoTypecheck()(fn)
+    if kwargs:
+        from .regions import _typed_no_typecheck
+        return _typed_no_typecheck(kwargs)
+    return _NoTypecheck()
 
 
-def is_type_checking():
+def is_type_checking() -> bool:
     """True inside ``typecheck()`` on this thread and not paused."""
     return _state().enabled
 

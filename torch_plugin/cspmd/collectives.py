@@ -4,6 +4,10 @@ Each call is one ``cspmd::collective`` op: the C core validates (src, dst)
 and the expert gate, resolves dims and dtypes, checks and infers the type,
 and names the backward collective -- which is an op of its own, type-checked
 in its turn.  Python only turns arguments into the core's codes.
+
+``async_op`` (also a ``backward_options`` key) is accepted as the reference
+takes it: the collective may then complete before its result is used, and
+cspmd's do so at the call, so the values and types are the same either way.
 """
 
 import weakref
@@ -27,7 +31,7 @@ _DTYPE_CODES = {
     torch.float16: 5, torch.float32: 6, torch.float64: 7, torch.complex64: 9,
     torch.complex128: 10, torch.bool: 11, torch.bfloat16: 15,
 }
-_BACKWARD_KEYS = ("op_dtype", "out_dtype", "backward_options")
+_BACKWARD_KEYS = ("async_op", "backward_options", "op_dtype", "out_dtype")
 
 
 def _check_tensor(x, fn):
@@ -147,7 +151,7 @@ def _base(t):
 
 
 def all_reduce(x, axis, *, src=P, dst, inplace=False, op_dtype=None, out_dtype=None,
-               backward_options=None):
+               async_op=False, backward_options=None):
     """Sum over the ranks of ``axis``: P -> R (backward: all_reduce) or P -> I
     (backward: no-op).  ``src=V`` first reinterprets V as P.
 
@@ -164,7 +168,7 @@ def all_reduce(x, axis, *, src=P, dst, inplace=False, op_dtype=None, out_dtype=N
 
 
 def all_gather(x, axis, *, src=V, dst, gather_dim=None, split_sizes=None, op_dtype=None,
-               out_dtype=None, backward_options=None):
+               out_dtype=None, async_op=False, backward_options=None):
     """Gather V -> R|I: stack along ``gather_dim`` (src=V, default 0) or
     concatenate along i (src=S(i), optionally uneven ``split_sizes``).
 
@@ -177,7 +181,7 @@ def all_gather(x, axis, *, src=V, dst, gather_dim=None, split_sizes=None, op_dty
 
 
 def reduce_scatter(x, axis, *, src=P, dst=V, scatter_dim=None, split_sizes=None, op_dtype=None,
-                   out_dtype=None, backward_options=None):
+                   out_dtype=None, async_op=False, backward_options=None):
     """Sum and scatter P -> V (unbind along ``scatter_dim``) or P -> S(i)
     (chunk along i, optionally uneven ``split_sizes``).
 
@@ -193,7 +197,7 @@ def reduce_scatter(x, axis, *, src=P, dst=V, scatter_dim=None, split_sizes=None,
 
 def all_to_all(x, axis, *, src=V, dst=V, split_dim=None, concat_dim=None,
                output_split_sizes=None, input_split_sizes=None, op_dtype=None, out_dtype=None,
-               backward_options=None):
+               async_op=False, backward_options=None):
     """Exchange V|S(i) -> V|S(j): split along ``split_dim``, send piece s to
     rank s, concatenate (or stack, for V->V) along ``concat_dim``.
 
@@ -205,7 +209,7 @@ def all_to_all(x, axis, *, src=V, dst=V, split_dim=None, concat_dim=None,
 
 
 def reinterpret(x, axis, *, src, dst, expert_mode=False, op_dtype=None, out_dtype=None,
-                backward_options=None):
+                async_op=False, backward_options=None):
     """Change the type, never the local data.  I -> V and I -> P
     run as two nodes (I -> R, then R -> V|P).
 
@@ -237,7 +241,7 @@ def _same_base_noop(src, dst):
 
 
 def convert(x, axis, *, src, dst, expert_mode=False, op_dtype=None, out_dtype=None,
-            backward_options=None):
+            async_op=False, backward_options=None):
     """Change the type, keep the meaning, no communication: e.g.
     R -> S(d) keeps this rank's chunk, R -> P zeroes every rank but 0.
 
@@ -250,7 +254,8 @@ def convert(x, axis, *, src, dst, expert_mode=False, op_dtype=None, out_dtype=No
                 backward_options=backward_options, expert=expert_mode)
 
 
-def redistribute(x, axis, *, src, dst, op_dtype=None, out_dtype=None, backward_options=None):
+def redistribute(x, axis, *, src, dst, op_dtype=None, out_dtype=None, async_op=False,
+                 backward_options=None):
     """Change the type, keep the meaning, communicating if needed.
 
     >>> y = redistribute(x, tp, src=S(0), dst=R)  # doctest: +SKIP
@@ -262,7 +267,8 @@ def redistribute(x, axis, *, src, dst, op_dtype=None, out_dtype=None, backward_o
                 out_dtype=out_dtype, backward_options=backward_options)
 
 
-def shard(x, axis, *, src, dst, op_dtype=None, out_dtype=None, backward_options=None):
+def shard(x, axis, *, src, dst, op_dtype=None, out_dtype=None, async_op=False,
+          backward_options=None):
     """``convert`` to ``dst=S(i)`` (no expert mode).
 
     >>> y = shard(x, tp, src=R, dst=S(0))  # doctest: +SKIP
@@ -273,7 +279,8 @@ def shard(x, axis, *, src, dst, op_dtype=None, out_dtype=None, backward_options=
                    backward_options=backward_options)
 
 
-def unshard(x, axis, *, src, dst, op_dtype=None, out_dtype=None, backward_options=None):
+def unshard(x, axis, *, src, dst, op_dtype=None, out_dtype=None, async_op=False,
+            backward_options=None):
     """``all_gather`` from ``src=S(i)``.
 
     >>> y = unshard(x, tp, src=S(0), dst=R)  # doctest: +SKIP
@@ -284,7 +291,8 @@ def unshard(x, axis, *, src, dst, op_dtype=None, out_dtype=None, backward_option
                       backward_options=backward_options)
 
 
-def invariant_to_replicate(x, axis, *, op_dtype=None, out_dtype=None, backward_options=None):
+def invariant_to_replicate(x, axis, *, op_dtype=None, out_dtype=None, async_op=False,
+                           backward_options=None):
     """I -> R: identity forward, all_reduce in backward.
 
     >>> y = invariant_to_replicate(x, tp)  # doctest: +SKIP

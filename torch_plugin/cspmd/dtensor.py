@@ -7,7 +7,7 @@ cheap; the to_local/from_local hooks are installed when the first
 ``typecheck()`` region starts and removed when the last one ends.
 """
 
-from typing import Sequence, Union
+from typing import Any, Sequence, Union
 
 import torch
 
@@ -121,7 +121,7 @@ def dtensor_placement_to_spmd_type(placement, grad_placement=None):
     raise ValueError(f"dtensor_placement_to_spmd_type: unknown DTensor placement {placement!r}")
 
 
-def spmd_type_to_dtensor_placement(t):
+def spmd_type_to_dtensor_placement(spmd_type: Any) -> Any:
     """The DTensor placement of a cspmd type: R/I -> Replicate(), S(d) ->
     Shard(d), P -> Partial(); V has no placement (use S(dim)).
 
@@ -129,6 +129,7 @@ def spmd_type_to_dtensor_placement(t):
     Shard(dim=0)
     """
     Replicate, DtShard, Partial = _placements()
+    t = spmd_type
     if t is R or t is I:
         return Replicate()
     if isinstance(t, Shard):

@@ -8,6 +8,7 @@ kernel as usual.
 
 import contextlib
 import functools
+from typing import Any, Callable, TypeVar
 
 import torch
 
@@ -145,10 +146,10 @@ def _boundary(fn, in_types, out_types, body_context):
     return wrapper
 
 
-_REQUIRED = object()
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def local_map(*, in_types=Infer, out_types=_REQUIRED):
+def local_map(*, in_types: Any = Infer, out_types: Any) -> Callable[[_F], _F]:
     """Decorator: a local region with a typed boundary.
 
     Under checking, each positional argument is checked against
@@ -162,9 +163,6 @@ def local_map(*, in_types=Infer, out_types=_REQUIRED):
     ... def partial_sum(x):
     ...     return x.sum(0)
     """
-    if out_types is _REQUIRED:
-        raise TypeError("local_map() missing required keyword argument: 'out_types'")
-
     def deco(fn):
         if not callable(fn):
             raise TypeError(f"local_map: expected a function to decorate, got "

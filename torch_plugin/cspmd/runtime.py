@@ -7,6 +7,7 @@ interns, validates and refines them, and the type id lives on the tensor.
 import logging
 import sys
 import weakref
+from typing import Any, List, Optional, Tuple, Union
 
 import torch
 
@@ -14,13 +15,15 @@ from ._errors import SpmdTypeError
 from ._lib import ops
 from ._traceback import api_boundary
 from .mesh import MeshAxis, current_mesh, normalize_axis
-from .types import (PartitionSpec, PerMeshAxisLocalSpmdType, Shard, SpmdType, ltype_code,
-                    ltype_of, to_local_type)
+from .types import (I, PartitionSpec, PerMeshAxisLocalSpmdType, R, Shard, SpmdType, ltype_code,
+                    ltype_of, normalize_partition_spec, to_local_type, _empty_entry)
+
+_TensorOrSequence = Union[torch.Tensor, List[torch.Tensor], Tuple[torch.Tensor, ...]]
 
 __all__ = ["assert_type", "assert_local_type", "assert_type_like", "assert_local_type_like",
            "get_local_type", "has_local_type", "get_axis_local_type",
            "maybe_get_axis_local_type", "mutate_type", "get_partition_spec", "set_dist",
-           "to_local_type"]
+           "to_local_type", "merge_types", "reinterpret_no_grad"]
 
 _trace_logger = logging.getLogger("cspmd.runtime.trace")
 
@@ -59,7 +62,9 @@ def _spec_encoding(spec, ndim):
         raise SpmdTypeError(f"PartitionSpec {spec!r} has {len(spec)} entries but the tensor has "
                             f"{ndim} dims")
     out = [ndim]
-    for entry in spec:
+    for i, entry in enumerate(spec):
+        if entry == ():
+            raise ValueError(_empty_entry(i))
         axes = [] if entry is None else list(entry) if isinstance(entry, tuple) else [entry]
         axes = [normalize_axis(a) for a in axes]
         axes = [a for a in axes if a.size() > 1]
@@ -118,29 +123,97 @@ def type_to_dict(type_id):
     return {MeshAxis(flat[i]): ltype_of(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
+def merge_types(*types: Any) -> SpmdType:
+    """Merge partial types into one ``SpmdType``.
+
+    Each argument is a dict ``{axis: type}``, an ``SpmdType``, a
+    ``PartitionSpec``, a bare type such as ``R`` (at most one), or None
+    (ignored), in any order.  Dicts must agree on the axes they share and
+    PartitionSpecs must be equal.  A bare type fills every current-mesh axis
+    that nothing else names (the partition spec's axes count as named).
+
+    >>> from cspmd.mesh import MeshAxis
+    >>> ax = MeshAxis.of(4, 1)
+    >>> merge_types({ax: R}, None).local_type
+    {MeshAxis(4:1): R}
+    """
+    local_type: dict = {}
+    specs: list = []
+    default = None
+    for arg in types:
+        if arg is None:
+            continue
+        if isinstance(arg, (PerMeshAxisLocalSpmdType, Shard)):
+            if default is not None:
+                raise TypeError(f"merge_types() takes at most one bare type, got {default} "
+                                f"and {arg}.")
+            default = arg
+            continue
+        if isinstance(arg, PartitionSpec):
+            specs.append(arg)
+            continue
+        if isinstance(arg, SpmdType):
+            if arg.partition_spec is not None:
+                specs.append(arg.partition_spec)
+            arg = arg.local_type
+        if not isinstance(arg, dict):
+            raise TypeError(f"merge_types: expected a dict {{axis: type}}, an SpmdType, a "
+                            f"PartitionSpec, a bare type or None, got "
+                            f"{builtins_type(arg).__name__}")
+        for axis, typ in arg.items():
+            if local_type.get(axis, typ) != typ:
+                raise SpmdTypeError(f"Conflicting types on axis {axis!r}: {local_type[axis]!r} "
+                                    f"and {typ!r}")
+            local_type[axis] = typ
+    if any(sp != specs[0] for sp in specs) and (
+            len({normalize_partition_spec(sp) for sp in specs}) > 1):
+        raise SpmdTypeError(f"Conflicting PartitionSpecs: {' and '.join(map(repr, specs))}")
+    spec = specs[0] if specs else None
+    if default is not None:
+        mesh = current_mesh()
+        if mesh is None:
+            raise SpmdTypeError(f"A bare {default!r} requires an active mesh, but no current mesh "
+                                "is set. Use set_current_mesh() or pass an explicit per-axis "
+                                "dict instead.")
+        named = {normalize_axis(a) for a in local_type}
+        for entry in spec or ():
+            for a in () if entry is None else entry if isinstance(entry, tuple) else (entry,):
+                named.add(normalize_axis(a))
+        local_type.update({a: default for a in mesh if a not in named})
+    return SpmdType(local_type, spec)
+
+
 @api_boundary
-def assert_type(tensor, type, partition_spec=None):  # noqa: A002 (the reference's name)
+def assert_type(tensor: _TensorOrSequence, *types: Any,
+                partition_spec: Optional[PartitionSpec] = None) -> _TensorOrSequence:
     """Set ``tensor``'s type if it has none, else check and refine it.
 
-    ``type`` is ``{axis: R|I|V|P|S(i)}`` (axes as MeshAxis, ProcessGroup or
-    names in the current mesh) or a bare type meaning every current mesh
-    axis.  An existing V becomes P when P is asserted; any other change
-    raises SpmdTypeError and leaves the tensor unchanged.
+    ``types`` are merged by ``merge_types``: ``{axis: R|I|V|P|S(i)}`` (axes
+    as MeshAxis, ProcessGroup or names in the current mesh), an
+    ``SpmdType``, a ``PartitionSpec``, or a bare type meaning every current
+    mesh axis not otherwise named.  An existing V becomes P when P is
+    asserted; any other change raises SpmdTypeError and leaves the tensor
+    unchanged.  A list or tuple of tensors is annotated element by element.
 
     >>> x = torch.zeros(4)
     >>> _ = assert_type(x, {MeshAxis.of(4, 1): R})
     """
     if isinstance(tensor, (list, tuple)):
-        return tensor.__class__(assert_type(t, type, partition_spec) for t in tensor)
+        return tensor.__class__(assert_type(t, *types, partition_spec=partition_spec)
+                                for t in tensor)
     _check_tensor(tensor, "assert_type")
-    if isinstance(type, SpmdType):
-        if partition_spec is not None:
-            raise TypeError("assert_type: pass either an SpmdType or a partition_spec, not both")
-        type, partition_spec = type.local_type, type.partition_spec
+    if all(t is None or isinstance(t, PartitionSpec) for t in types):
+        raise TypeError("assert_type() requires at least one type argument.")
     if partition_spec is not None and not isinstance(partition_spec, PartitionSpec):
         raise TypeError(f"assert_type: partition_spec must be a PartitionSpec or None, got "
                         f"{builtins_type(partition_spec).__name__}")
-    new = _type_id(type, tensor.dim(), partition_spec)
+    if len(types) == 1 and (isinstance(types[0], dict) or partition_spec is None and
+                            isinstance(types[0], (PerMeshAxisLocalSpmdType, Shard))):
+        type_ = types[0]  # the common case, without building an SpmdType
+    else:
+        merged = merge_types(*types, partition_spec)
+        type_, partition_spec = merged.local_type, merged.partition_spec
+    new = _type_id(type_, tensor.dim(), partition_spec)
     old = ops.get_type(tensor)
     ops.set_type(tensor, ops.type_refine(old, new))
     if ops.trace_enabled():
@@ -268,7 +341,9 @@ def maybe_get_axis_local_type(tensor, axis):
     >>> maybe_get_axis_local_type(torch.zeros(2), MeshAxis.of(4, 1)) is None  # doctest: +SKIP
     True
     """
-    _check_tensor(tensor, "get_axis_local_type")
+    from .scalar import Scalar
+    if not isinstance(tensor, Scalar):
+        _check_tensor(tensor, "get_axis_local_type")
     return get_local_type(tensor).get(normalize_axis(axis))
 
 
@@ -280,13 +355,14 @@ def has_local_type(tensor):
 
 
 @api_boundary
-def get_local_type(tensor):
-    """The tensor's type as ``{MeshAxis: R|I|V|P}`` (``{}`` if untyped)."""
+def get_local_type(value: object) -> dict:
+    """The type of a tensor or typed ``Scalar`` as ``{MeshAxis: R|I|V|P}``
+    (``{}`` if untyped)."""
     from .scalar import Scalar
-    if isinstance(tensor, Scalar):
-        return dict(tensor.spmd_type)
-    _check_tensor(tensor, "get_local_type")
-    return type_to_dict(ops.get_type(tensor))
+    if isinstance(value, Scalar):
+        return dict(value.spmd_type)
+    _check_tensor(value, "get_local_type")
+    return type_to_dict(ops.get_type(value))
 
 
 @api_boundary
@@ -345,3 +421,43 @@ def mutate_type(tensor, axis=None, *, src, dst):
 
 def _fmt(d):
     return "{" + ", ".join(f"{a!r}: {t!r}" for a, t in d.items()) + "}"
+
+
+@api_boundary
+def reinterpret_no_grad(tensor: torch.Tensor, axis: Any, *, dst: Any) -> torch.Tensor:
+    """Change ``R`` to ``I`` or back on ``axis`` for a tensor no gradient can
+    reach (``requires_grad=False``): R and I hold the same values and differ
+    only in the gradient they accept.  The data is not touched.
+
+    >>> x = torch.zeros(2); ax = MeshAxis.of(4, 1)
+    >>> _ = assert_type(x, {ax: R}); _ = reinterpret_no_grad(x, ax, dst=I)
+    """
+    _check_tensor(tensor, "reinterpret_no_grad")
+    if tensor.requires_grad:
+        raise ValueError("reinterpret_no_grad requires tensor.requires_grad=False")
+    dst_local = to_local_type(dst)
+    if dst_local not in (R, I):
+        raise ValueError(f"reinterpret_no_grad requires dst=R or dst=I; got dst={dst!r}")
+    mesh_axis = normalize_axis(axis)
+    if mesh_axis.size() == 1:
+        return tensor
+    current = get_local_type(tensor)
+    if mesh_axis not in current:
+        raise SpmdTypeError(f"reinterpret_no_grad: axis {mesh_axis!r} not found in the "
+                            f"tensor's SPMD type {_fmt(current)}")
+    src_local = current[mesh_axis]
+    if src_local not in (R, I):
+        raise SpmdTypeError(f"reinterpret_no_grad requires the current type to be R or I; got "
+                            f"{src_local!r} on axis {mesh_axis!r}")
+    return mutate_type(tensor, mesh_axis, src=src_local, dst=dst_local)
+
+
+# The reference's spmd_types.runtime also holds these names.
+from .checker import is_type_checking, no_typecheck  # noqa: E402,F401
+from .regions import Infer, local, local_map  # noqa: E402,F401
+from .registration import (register_autograd_function, register_decomposition,  # noqa: E402,F401
+                           register_local_autograd_function)
+from .trace import trace  # noqa: E402,F401
+from .types import (P, V, PerMeshAxisSpmdType, PerMeshAxisSpmdTypesArg,  # noqa: E402,F401
+                    format_axis, normalize_local_type, normalize_partition_spec,
+                    shard_types_to_partition_spec)

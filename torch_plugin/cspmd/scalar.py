@@ -50,6 +50,11 @@ class Scalar:
         self._type_id = _type_id(spmd_type, 0)
         self.spmd_type = type_to_dict(self._type_id)
 
+    @property
+    def local_type(self):
+        """The scalar's type as ``{MeshAxis: R|I|V|P}`` (a copy)."""
+        return dict(self.spmd_type)
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         from .checker import is_type_checking

@@ -70,6 +70,9 @@ class Shard:
     def __setattr__(self, name, value):
         raise AttributeError("Shard is immutable")
 
+    def __reduce__(self):
+        return (Shard, (self.dim,))  # pickle/copy through __init__
+
     def __repr__(self):
         return f"S({self.dim})"
 
@@ -109,11 +112,13 @@ class PartitionSpec(tuple):
     PartitionSpec(tp, None)
     """
 
-    def __new__(cls, *entries):
-        for e in entries:
-            if isinstance(e, tuple) and not e:
-                raise ValueError("PartitionSpec entries may not be empty tuples")
-        return super().__new__(cls, entries)
+    def __new__(cls, *args: typing.Any) -> "PartitionSpec":
+        # Kept as written (an empty tuple entry too, as the reference does);
+        # normalize_partition_spec and assert_type validate.
+        return super().__new__(cls, args)
+
+    def __getnewargs__(self) -> tuple:
+        return tuple(self)  # pickle/copy rebuild PartitionSpec(*entries)
 
     def __repr__(self):
         def one(e):
@@ -147,21 +152,23 @@ PerMeshAxisSpmdType = typing.Union[PerMeshAxisLocalSpmdType, Shard]
 """One axis' type as written in annotations: R, I, V, P or S(i)."""
 PerMeshAxisSpmdTypes = typing.Dict[typing.Any, PerMeshAxisSpmdType]
 """``{axis: R|I|V|P|S(i)}`` as written in annotations."""
+PerMeshAxisSpmdTypesArg = typing.Mapping[typing.Any, PerMeshAxisSpmdType]
+"""What annotations accept for ``{axis: type}``: any mapping."""
 LocalSpmdType = typing.Dict[typing.Any, PerMeshAxisLocalSpmdType]
 """``{MeshAxis: R|I|V|P}``: a tensor's stored local type."""
 
 
-def to_local_type(t):
+def to_local_type(typ: "PerMeshAxisSpmdType") -> PerMeshAxisLocalSpmdType:
     """S(i) -> V; R, I, V, P unchanged.
 
     >>> to_local_type(S(0)), to_local_type(R)
     (V, R)
     """
-    if isinstance(t, Shard):
+    if isinstance(typ, Shard):
         return V
-    if isinstance(t, PerMeshAxisLocalSpmdType):
-        return t
-    raise TypeError(f"to_local_type: expected one of R, I, V, P or S(i), got {t!r}")
+    if isinstance(typ, PerMeshAxisLocalSpmdType):
+        return typ
+    raise TypeError(f"to_local_type: expected one of R, I, V, P or S(i), got {typ!r}")
 
 
 # ---- normalization (axes resolved by cspmd.mesh, validated by the core) ---
@@ -223,6 +230,11 @@ def normalize_local_type(spmd_type):
     return out
 
 
+def _empty_entry(i):
+    return (f"PartitionSpec entry at dim {i} is an empty tuple. Use None for replicated "
+            "dimensions.")
+
+
 def normalize_partition_spec(spec):
     """Resolve names, drop size-1 axes (a tuple left with one axis becomes
     that axis, with none becomes None) and require every axis of the spec
@@ -237,13 +249,13 @@ def normalize_partition_spec(spec):
         raise TypeError(f"normalize_partition_spec: expected a PartitionSpec, got "
                         f"{type(spec).__name__}")
     entries, every = [], []
-    for e in spec:
+    for i, e in enumerate(spec):
         if e is None:
             entries.append(None)
             continue
         if isinstance(e, (tuple, list)):
             if not e:
-                raise ValueError("PartitionSpec entries may not be empty tuples")
+                raise ValueError(_empty_entry(i))
             axes = [a for a in (normalize_axis(x) for x in e) if a.size() > 1]
         else:
             axes = [a for a in (normalize_axis(e),) if a.size() > 1]
@@ -251,6 +263,31 @@ def normalize_partition_spec(spec):
         entries.append(None if not axes else axes[0] if len(axes) == 1 else tuple(axes))
     ops.axes_check_orthogonal([a.id for a in every])
     return PartitionSpec(*entries)
+
+
+def format_axis(axis: typing.Any) -> str:
+    """An axis as error messages show it: a MeshAxis or a name by its repr,
+    a ProcessGroup as its MeshAxis.
+
+    >>> format_axis("tp")
+    "'tp'"
+    """
+    if isinstance(axis, str) or type(axis).__name__ == "MeshAxis":
+        return repr(axis)
+    return repr(normalize_axis(axis))
+
+
+def normalize_dim_sharding(dim_sharding: typing.Any) -> typing.Sequence[str]:
+    """A DimSharding (None, a name, or names) as a sequence of names.
+
+    >>> normalize_dim_sharding("tp"), normalize_dim_sharding(None)
+    (('tp',), ())
+    """
+    if dim_sharding is None:
+        return ()
+    if isinstance(dim_sharding, str):
+        return (dim_sharding,)
+    return dim_sharding
 
 
 # ---- S(i) <-> PartitionSpec ---------------------------------------------
@@ -365,6 +402,9 @@ class SpmdType:
                                 f"{type(spec).__name__}")
             object.__setattr__(self, "partition_spec", PartitionSpec(*spec))
             spec = self.partition_spec
+        for i, e in enumerate(spec):
+            if e == ():
+                raise ValueError(_empty_entry(i))
         if has_shard:
             raise SpmdTypeError("SpmdType: S(i) entries in local_type cannot be combined with "
                                 "an explicit partition_spec")
@@ -386,3 +426,8 @@ class SpmdType:
         except (SpmdTypeError, TypeError):
             pass
         return None
+
+
+# The reference's spmd_types.types also holds these names.
+from .mesh import MeshAxis  # noqa: E402,F401
+from .dtensor import DimSharding, TensorSharding  # noqa: E402,F401

@@ -1,0 +1,194 @@
+"""The API that spmd_types 0.3.1 added, used as its callers use it; results
+compared with the installed reference where the call needs no process group."""
+
+import copy
+import pickle
+
+import pytest
+import torch
+
+import cspmd as spmd
+import reference
+from cspmd import I, P, PartitionSpec, R, S, SpmdType, V
+from cspmd.checker import SpmdTypeMode, typecheck
+
+TP = spmd.MeshAxis.of(4, 1)
+DP = spmd.MeshAxis.of(2, 4)
+
+
+def _as_text(st):
+    return ({str(a): repr(t).split(".")[-1] for a, t in st.local_type.items()},
+            None if st.partition_spec is None else tuple(st.partition_spec))
+
+
+@pytest.mark.parametrize("args", [
+    ({"tp": R}, None),
+    ({"tp": V}, {"dp": R}, PartitionSpec("tp", None)),
+    (SpmdType({"tp": S(0)}), {"dp": P}),
+    (PartitionSpec(("dp", "tp")), {"tp": V}),
+])
+def test_merge_types_as_reference(args):
+    ref = reference.load()
+
+    def to_ref(a):
+        if isinstance(a, SpmdType):
+            return ref.SpmdType({k: getattr(ref, repr(t)) if not isinstance(t, S) else
+                                 ref.S(t.dim) for k, t in a.local_type.items()})
+        if isinstance(a, PartitionSpec):
+            return ref.PartitionSpec(*a)
+        if isinstance(a, dict):
+            return {k: getattr(ref, repr(t)) for k, t in a.items()}
+        return a
+
+    mine = spmd.merge_types(*args)
+    theirs = ref.merge_types(*(to_ref(a) for a in args))
+    assert _as_text(mine) == _as_text(theirs)
+
+
+def test_merge_types_errors():
+    with pytest.raises(spmd.SpmdTypeError, match="Conflicting types on axis 'tp'"):
+        spmd.merge_types({"tp": R}, {"tp": V})
+    with pytest.raises(spmd.SpmdTypeError, match="Conflicting PartitionSpecs"):
+        spmd.merge_types(PartitionSpec(TP), PartitionSpec(DP))
+    with pytest.raises(TypeError, match="at most one bare type"):
+        spmd.merge_types(R, I)
+    with pytest.raises(spmd.SpmdTypeError, match="requires an active mesh"):
+        spmd.merge_types(R)
+
+
+def test_bare_type_fills_unnamed_axes(mesh):
+    with spmd.set_current_mesh(mesh):
+        merged = spmd.merge_types(R, {TP: V})
+        assert merged.local_type == {TP: V, DP: R}
+        x = spmd.assert_type(torch.randn(4), R, {TP: V})
+        assert spmd.get_local_type(x) == {TP: V, DP: R}
+        y = spmd.assert_type(torch.randn(4, 2), I, PartitionSpec(TP, None))
+        assert spmd.get_local_type(y) == {TP: V, DP: I}
+        assert spmd.get_partition_spec(y) == PartitionSpec(TP, None)
+
+
+def test_assert_type_several_types_and_sequences():
+    a, b = torch.randn(4), torch.randn(4)
+    out = spmd.assert_type([a, b], {TP: V}, None, {DP: R})
+    assert isinstance(out, list) and out[0] is a
+    assert spmd.get_local_type(b) == {TP: V, DP: R}
+    c = spmd.assert_type(torch.randn(4, 3), {DP: R}, partition_spec=PartitionSpec(TP, None))
+    assert spmd.get_local_type(c) == {TP: V, DP: R}
+    with pytest.raises(spmd.SpmdTypeError, match="Conflicting types"):
+        spmd.assert_type(torch.randn(2), {TP: R}, {TP: V})
+    with pytest.raises(TypeError, match="at least one type"):
+        spmd.assert_type(torch.randn(2))
+    with pytest.raises(TypeError, match="at least one type"):
+        spmd.assert_type(torch.randn(2), None, PartitionSpec(None))
+
+
+def test_reinterpret_no_grad():
+    x = spmd.assert_type(torch.randn(3), {TP: R, DP: V})
+    assert spmd.reinterpret_no_grad(x, TP, dst=I) is x
+    assert spmd.get_local_type(x) == {TP: I, DP: V}
+    spmd.reinterpret_no_grad(x, TP, dst=R)
+    assert spmd.get_local_type(x) == {TP: R, DP: V}
+    with pytest.raises(spmd.SpmdTypeError, match="current type to be R or I; got V"):
+        spmd.reinterpret_no_grad(x, DP, dst=R)
+    with pytest.raises(ValueError, match="dst=R or dst=I"):
+        spmd.reinterpret_no_grad(x, TP, dst=P)
+    w = spmd.assert_type(torch.randn(3, requires_grad=True), {TP: R})
+    with pytest.raises(ValueError, match="requires_grad=False"):
+        spmd.reinterpret_no_grad(w, TP, dst=I)
+    assert spmd.get_local_type(w) == {TP: R}
+
+
+def test_no_typecheck_every_form():
+    def probe():
+        return spmd.is_type_checking()
+
+    @spmd.no_typecheck
+    def bare():
+        return probe()
+
+    @spmd.no_typecheck()
+    def called(depth=0):
+        return probe() if depth == 0 else called(depth - 1) and probe()
+
+    wrapped = spmd.no_typecheck(probe)
+    with typecheck():
+        assert probe()
+        assert not bare() and not called() and not called(2) and not wrapped()
+        assert probe()  # restored after each call, nested calls included
+        with spmd.no_typecheck():
+            assert not probe()
+        assert probe()
+    with pytest.raises(TypeError, match="requires a callable"):
+        spmd.no_typecheck(3)
+
+
+def test_spmd_type_mode_is_typecheck():
+    with SpmdTypeMode() as mode:
+        assert spmd.is_type_checking() and mode.strict
+    assert not spmd.is_type_checking()
+    with SpmdTypeMode(strict_mode="permissive") as mode:
+        assert not mode.strict
+    with typecheck() as handle:
+        assert isinstance(handle, SpmdTypeMode) and handle.local
+
+
+@pytest.mark.parametrize("fn,src,dst,kw", [
+    (spmd.all_reduce, P, R, {}),
+    (spmd.all_gather, V, R, {}),
+    (spmd.reduce_scatter, P, S(0), {}),
+    (spmd.all_to_all, S(0), S(0), {}),
+    (spmd.convert, R, S(0), {}),
+    (spmd.redistribute, P, R, {}),
+])
+def test_async_op_same_values_and_types(fn, src, dst, kw, mesh, tp):
+    x = spmd.assert_type(torch.arange(8.0), {TP: src, DP: R})
+    with spmd.set_current_mesh(mesh), typecheck():
+        sync = fn(x, tp, src=src, dst=dst, **kw)
+        late = fn(x, tp, src=src, dst=dst, async_op=True,
+                  backward_options={"async_op": True}, **kw)
+    # (the fake process group computes no values: shapes and types compared)
+    assert sync.shape == late.shape and sync.dtype == late.dtype
+    assert spmd.get_local_type(sync) == spmd.get_local_type(late)
+
+
+def test_backward_options_keys(mesh, tp):
+    x = spmd.assert_type(torch.randn(8), {TP: P, DP: R})
+    with spmd.set_current_mesh(mesh), typecheck(), pytest.raises(ValueError, match=r"Valid keys are: \['async_op', 'backward_options', "
+                                         r"'op_dtype', 'out_dtype'\]"):
+        spmd.all_reduce(x, tp, src=P, dst=R, backward_options={"nope": 1})
+
+
+def test_scalar_local_type():
+    s = spmd.Scalar(2.0, {TP: V})
+    assert s.local_type == {TP: V}
+    assert spmd.get_local_type(s) == {TP: V}
+    assert spmd.get_axis_local_type(s, TP) is V
+    assert spmd.maybe_get_axis_local_type(s, DP) is None
+
+
+def test_error_context_set_later():
+    e = spmd.SpmdTypeError("bad")
+    assert str(e) == "bad"
+    e.context = "In add(...)"
+    assert str(e) == "bad\n\nIn add(...)"
+    with pytest.raises(TypeError):
+        spmd.SpmdTypeError()  # noqa  (msg is required, as in the reference)
+
+
+def test_partition_spec_empty_and_empty_entries():
+    assert PartitionSpec() == () and repr(PartitionSpec()) == "PartitionSpec()"
+    spec = PartitionSpec(TP, ())  # kept as written; rejected where used
+    assert spec[1] == ()
+    with pytest.raises(ValueError, match="entry at dim 1 is an empty tuple"):
+        spmd.normalize_partition_spec(spec)
+    with pytest.raises(ValueError, match="entry at dim 1 is an empty tuple"):
+        spmd.assert_type(torch.randn(2, 2), {}, partition_spec=PartitionSpec(TP, ()))
+
+
+@pytest.mark.parametrize("value", [
+    PartitionSpec(), PartitionSpec("tp", None, ("dp", "tp")), S(1), S(-1), R, I, V, P,
+    SpmdType({"tp": S(0), "dp": R}), SpmdType({"tp": V}, PartitionSpec("tp", None)),
+])
+def test_types_pickle_and_copy(value):
+    for clone in (pickle.loads(pickle.dumps(value)), copy.copy(value), copy.deepcopy(value)):
+        assert clone == value and type(clone) is type(value)
