@@ -23,6 +23,9 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch, sys; sy
   "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" numpy pytest meson-python meson ninja
 fi
 
+# mypy, for the test that type-checks a user's file against the annotations.
+"$VENV/bin/python" -c "import mypy" 2>/dev/null || "$VENV/bin/pip" install -q mypy
+
 if [ ! -f "$CSPMD_REF_DIR/spmd_types-$REF_VERSION.dist-info/METADATA" ]; then
   rm -rf "$CSPMD_REF_DIR"
   "$VENV/bin/pip" install -q --no-deps --target "$CSPMD_REF_DIR" "spmd_types==$REF_VERSION"

@@ -29,6 +29,7 @@ import os
 import sys
 import threading
 import types
+from typing import Any, Callable, Iterator, TypeVar
 
 from ._errors import SpmdTypeError
 
@@ -108,7 +109,10 @@ def _filter(e):
     e.__traceback__ = out
 
 
-def api_boundary(fn):
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def api_boundary(fn: _F) -> _F:
     """Wrap a public API function: an SpmdTypeError, ValueError or TypeError
     leaving it is filtered once (nested API calls do not filter twice)."""
 
@@ -126,12 +130,12 @@ def api_boundary(fn):
         finally:
             _tls.inside = False
 
-    wrapper.__wrapped_api__ = fn
-    return wrapper
+    wrapper.__wrapped_api__ = fn  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
 
 
 @contextlib.contextmanager
-def traceback_filtering(mode="auto"):
+def traceback_filtering(mode: str = "auto") -> Iterator[None]:
     """Set the traceback filtering mode for the block: ``off``, ``auto``,
     ``tracebackhide``, ``quiet_remove_frames`` or ``remove_frames``
     (ValueError otherwise).

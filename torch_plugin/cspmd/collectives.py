@@ -11,6 +11,7 @@ cspmd's do so at the call, so the values and types are the same either way.
 """
 
 import weakref
+from typing import Any, Dict, List, Optional
 
 import torch
 
@@ -150,8 +151,10 @@ def _base(t):
     return V if isinstance(t, Shard) else t
 
 
-def all_reduce(x, axis, *, src=P, dst, inplace=False, op_dtype=None, out_dtype=None,
-               async_op=False, backward_options=None):
+def all_reduce(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any, inplace: bool = False,
+                 op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+                 async_op: bool = False,
+                 backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Sum over the ranks of ``axis``: P -> R (backward: all_reduce) or P -> I
     (backward: no-op).  ``src=V`` first reinterprets V as P.
 
@@ -167,8 +170,11 @@ def all_reduce(x, axis, *, src=P, dst, inplace=False, op_dtype=None, out_dtype=N
                 out_dtype=out_dtype, backward_options=backward_options, inplace=inplace)
 
 
-def all_gather(x, axis, *, src=V, dst, gather_dim=None, split_sizes=None, op_dtype=None,
-               out_dtype=None, async_op=False, backward_options=None):
+def all_gather(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any,
+                 gather_dim: Optional[int] = None, split_sizes: Optional[List[int]] = None,
+                 op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+                 async_op: bool = False,
+                 backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Gather V -> R|I: stack along ``gather_dim`` (src=V, default 0) or
     concatenate along i (src=S(i), optionally uneven ``split_sizes``).
 
@@ -180,8 +186,11 @@ def all_gather(x, axis, *, src=V, dst, gather_dim=None, split_sizes=None, op_dty
                 backward_options=backward_options)
 
 
-def reduce_scatter(x, axis, *, src=P, dst=V, scatter_dim=None, split_sizes=None, op_dtype=None,
-                   out_dtype=None, async_op=False, backward_options=None):
+def reduce_scatter(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any = V,
+                     scatter_dim: Optional[int] = None, split_sizes: Optional[List[int]] = None,
+                     op_dtype: Optional[torch.dtype] = None,
+                     out_dtype: Optional[torch.dtype] = None, async_op: bool = False,
+                     backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Sum and scatter P -> V (unbind along ``scatter_dim``) or P -> S(i)
     (chunk along i, optionally uneven ``split_sizes``).
 
@@ -195,9 +204,13 @@ def reduce_scatter(x, axis, *, src=P, dst=V, scatter_dim=None, split_sizes=None,
                 backward_options=backward_options)
 
 
-def all_to_all(x, axis, *, src=V, dst=V, split_dim=None, concat_dim=None,
-               output_split_sizes=None, input_split_sizes=None, op_dtype=None, out_dtype=None,
-               async_op=False, backward_options=None):
+def all_to_all(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any = V,
+                 split_dim: Optional[int] = None, concat_dim: Optional[int] = None,
+                 output_split_sizes: Optional[List[int]] = None,
+                 input_split_sizes: Optional[List[int]] = None,
+                 op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+                 async_op: bool = False,
+                 backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Exchange V|S(i) -> V|S(j): split along ``split_dim``, send piece s to
     rank s, concatenate (or stack, for V->V) along ``concat_dim``.
 
@@ -208,8 +221,10 @@ def all_to_all(x, axis, *, src=V, dst=V, split_dim=None, concat_dim=None,
                 out_dtype=out_dtype, backward_options=backward_options)
 
 
-def reinterpret(x, axis, *, src, dst, expert_mode=False, op_dtype=None, out_dtype=None,
-                async_op=False, backward_options=None):
+def reinterpret(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: bool = False,
+                  op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+                  async_op: bool = False,
+                  backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Change the type, never the local data.  I -> V and I -> P
     run as two nodes (I -> R, then R -> V|P).
 
@@ -240,8 +255,10 @@ def _same_base_noop(src, dst):
         isinstance(src, Shard) and isinstance(dst, Shard) and src.dim != dst.dim)
 
 
-def convert(x, axis, *, src, dst, expert_mode=False, op_dtype=None, out_dtype=None,
-            async_op=False, backward_options=None):
+def convert(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: bool = False,
+              op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+              async_op: bool = False,
+              backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Change the type, keep the meaning, no communication: e.g.
     R -> S(d) keeps this rank's chunk, R -> P zeroes every rank but 0.
 
@@ -254,8 +271,10 @@ def convert(x, axis, *, src, dst, expert_mode=False, op_dtype=None, out_dtype=No
                 backward_options=backward_options, expert=expert_mode)
 
 
-def redistribute(x, axis, *, src, dst, op_dtype=None, out_dtype=None, async_op=False,
-                 backward_options=None):
+def redistribute(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
+                   op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+                   async_op: bool = False,
+                   backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Change the type, keep the meaning, communicating if needed.
 
     >>> y = redistribute(x, tp, src=S(0), dst=R)  # doctest: +SKIP
@@ -267,8 +286,10 @@ def redistribute(x, axis, *, src, dst, op_dtype=None, out_dtype=None, async_op=F
                 out_dtype=out_dtype, backward_options=backward_options)
 
 
-def shard(x, axis, *, src, dst, op_dtype=None, out_dtype=None, async_op=False,
-          backward_options=None):
+def shard(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
+            op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+            async_op: bool = False,
+            backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """``convert`` to ``dst=S(i)`` (no expert mode).
 
     >>> y = shard(x, tp, src=R, dst=S(0))  # doctest: +SKIP
@@ -279,8 +300,10 @@ def shard(x, axis, *, src, dst, op_dtype=None, out_dtype=None, async_op=False,
                    backward_options=backward_options)
 
 
-def unshard(x, axis, *, src, dst, op_dtype=None, out_dtype=None, async_op=False,
-            backward_options=None):
+def unshard(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
+              op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+              async_op: bool = False,
+              backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """``all_gather`` from ``src=S(i)``.
 
     >>> y = unshard(x, tp, src=S(0), dst=R)  # doctest: +SKIP
@@ -291,8 +314,9 @@ def unshard(x, axis, *, src, dst, op_dtype=None, out_dtype=None, async_op=False,
                       backward_options=backward_options)
 
 
-def invariant_to_replicate(x, axis, *, op_dtype=None, out_dtype=None, async_op=False,
-                           backward_options=None):
+def invariant_to_replicate(x: torch.Tensor, axis: Any, *, op_dtype: Optional[torch.dtype] = None,
+                             out_dtype: Optional[torch.dtype] = None, async_op: bool = False,
+                             backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """I -> R: identity forward, all_reduce in backward.
 
     >>> y = invariant_to_replicate(x, tp)  # doctest: +SKIP

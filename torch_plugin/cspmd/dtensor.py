@@ -103,7 +103,7 @@ def _placements():
     return Replicate, DtShard, Partial
 
 
-def dtensor_placement_to_spmd_type(placement, grad_placement=None):
+def dtensor_placement_to_spmd_type(placement: Any, grad_placement: Any = None) -> Any:
     """The cspmd type of a DTensor placement: Replicate -> R if
     ``grad_placement`` is Partial, else I; Shard(d) -> S(d); Partial -> P.
 
@@ -255,7 +255,7 @@ class _SpmdRedistribute(torch.autograd.Function):
         return grad, None, None, None, None, None
 
 
-def spmd_redistribute(x, src, dst):
+def spmd_redistribute(x: Any, src: Any, dst: Any) -> Any:
     """Redistribute a DTensor from sharding ``src`` to ``dst`` (TensorSharding
     or plain tuples of mesh-dim names) with cspmd's collectives, one mesh dim
     at a time, in mesh order.  Mesh dims absent from a sharding are

@@ -10,6 +10,7 @@ import contextlib
 import os
 import threading
 import weakref
+from typing import Any, FrozenSet, Iterable, Iterator, Optional
 
 from ._errors import SpmdTypeError
 from ._lib import ops
@@ -39,7 +40,7 @@ class MeshAxis:
             return obj
 
     @classmethod
-    def of(cls, group_or_size, stride=None):
+    def of(cls: Any, group_or_size: Any, stride: Any = None) -> "MeshAxis":
         """``MeshAxis.of(pg)`` (cached per group) or ``MeshAxis.of(size, stride)``."""
         if isinstance(group_or_size, MeshAxis):
             return group_or_size
@@ -58,7 +59,7 @@ class MeshAxis:
         """The core's id for this axis."""
         return self._id
 
-    def size(self):
+    def size(self) -> int:
         """Number of ranks on the axis."""
         n = 1
         for s in self.layout()[0]:
@@ -167,7 +168,7 @@ def register_name(axis, name):
     _names[name] = axis
 
 
-def flatten_axes(axes):
+def flatten_axes(axes: Iterable[Any]) -> "MeshAxis":
     """The axis spanning all of ``axes`` (at least one; mutually orthogonal,
     else ValueError).
 
@@ -313,7 +314,7 @@ def _resolve_local_axes(local_axes, entry):
 
 
 @contextlib.contextmanager
-def set_current_mesh(axes=None, *, local_axes=()):
+def set_current_mesh(axes: Any = None, *, local_axes: Iterable[Any] = ()) -> Iterator[Any]:
     """Make ``axes`` the current mesh of this thread for the block.
 
     Accepts a DeviceMesh (named dims), a dict ``{name: axis}``, a set of
@@ -344,19 +345,19 @@ def _current():
     return stack[-1] if stack else None
 
 
-def current_mesh():
+def current_mesh() -> Optional[FrozenSet["MeshAxis"]]:
     """The current mesh's non-trivial axes (a frozenset), or None."""
     e = _current()
     return None if e is None else e.axes
 
 
-def current_mesh_names():
+def current_mesh_names() -> Any:
     """``{name: axis}`` of the current mesh's non-trivial axes."""
     e = _current()
     return {} if e is None else dict(e.names)
 
 
-def current_mesh_all_names():
+def current_mesh_all_names() -> Any:
     """``{name: axis}`` of every axis of the current mesh, size-1 ones too."""
     e = _current()
     return {} if e is None else dict(e.all_names)
@@ -372,7 +373,7 @@ def current_local_axes():
     return frozenset() if e is None else e.local_axes
 
 
-def normalize_axis(axis):
+def normalize_axis(axis: Any) -> "MeshAxis":
     """A MeshAxis from a MeshAxis, a ProcessGroup or a name in the current mesh."""
     if isinstance(axis, MeshAxis):
         return axis

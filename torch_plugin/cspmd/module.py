@@ -13,6 +13,7 @@ are checked before any is set, so an error changes nothing.
 """
 
 from fnmatch import fnmatchcase
+from typing import Any
 
 import torch
 
@@ -39,7 +40,7 @@ def _split(type_):
     return type_, None
 
 
-def annotate_module(module, types, *, default=None):
+def annotate_module(module: torch.nn.Module, types: Any, *, default: Any = None) -> torch.nn.Module:
     """Assert the type of every parameter and buffer of ``module`` by name.
 
     ``types`` maps name patterns (``fnmatch``-style: ``*`` matches any

@@ -9,6 +9,7 @@ kernel as usual.
 import contextlib
 import functools
 from typing import Any, Callable, TypeVar
+from typing import Iterator
 
 import torch
 
@@ -41,7 +42,7 @@ Infer = _InferType()
 
 
 @contextlib.contextmanager
-def local():
+def local() -> Iterator[None]:
     """Local SPMD for the block (global shard propagation suspended); a no-op
     when checking is off.
 

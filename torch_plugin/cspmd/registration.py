@@ -24,6 +24,7 @@ strict mode).  The registration APIs keep their meaning for code written for
 
 import inspect
 import threading
+from typing import Any
 
 import torch
 
@@ -44,7 +45,7 @@ def _check_function_class(cls, fn):
         raise TypeError(f"{fn}: expected a torch.autograd.Function subclass, got {cls!r}")
 
 
-def register_autograd_function(cls):
+def register_autograd_function(cls: Any) -> Any:
     """Class decorator: ``cls`` types itself with exactly one of a
     ``typecheck_forward`` (legacy: replaces ``apply`` while checking) or a
     ``spmd_typecheck`` staticmethod.  Returns ``cls``.
@@ -72,7 +73,7 @@ def register_autograd_function(cls):
     return cls
 
 
-def register_local_autograd_function(cls):
+def register_local_autograd_function(cls: Any) -> Any:
     """Class decorator: ``cls.apply`` is typed like an ordinary op.  cspmd
     checks every Function's ops anyway; this records the intent.
 
@@ -84,7 +85,7 @@ def register_local_autograd_function(cls):
     return cls
 
 
-def register_decomposition(cls, ref_impl=None):
+def register_decomposition(cls: Any, ref_impl: Any = None) -> Any:
     """Type ``cls`` by a reference implementation made of ordinary ops.
 
     ``register_decomposition(Cls, ref)`` returns ``ref``; with one argument
@@ -112,7 +113,7 @@ def register_decomposition(cls, ref_impl=None):
     return register if ref_impl is None else register(ref_impl)
 
 
-def register_local_backward_hook(fn):
+def register_local_backward_hook(fn: Any) -> Any:
     """Declare a module backward hook type-neutral (it does not change the
     gradients' SPMD types); returns ``fn``.  Unregistered full backward hooks
     and backward pre-hooks raise SpmdTypeError when the module runs under

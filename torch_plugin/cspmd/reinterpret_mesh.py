@@ -4,6 +4,10 @@ The C core checks compatibility and remaps the type and partition spec;
 this module only converts the arguments and stamps the result.
 """
 
+from typing import Any
+
+import torch
+
 from ._errors import SpmdTypeError
 from ._lib import ops
 from ._traceback import api_boundary
@@ -69,7 +73,8 @@ def _context(tensor, dst):
 
 
 @api_boundary
-def reinterpret_mesh(tensor, type, *, inplace=False):  # noqa: A002 (the reference's name)
+def reinterpret_mesh(tensor: torch.Tensor, type: Any,  # noqa: A002 (the reference's name)
+                     *, inplace: bool = False) -> torch.Tensor:
     """Retag a typed tensor onto another presentation of the same ranks.
 
     No data changes.  ``type`` is a full destination type ``{axis: R|I|V|P}``

@@ -7,7 +7,7 @@ interns, validates and refines them, and the type id lives on the tensor.
 import logging
 import sys
 import weakref
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -35,7 +35,7 @@ def _dist():
     return _state["dist"]
 
 
-def set_dist(module):
+def set_dist(module: Any) -> None:
     """Use ``module`` instead of torch.distributed for rank and group queries
     (None restores torch.distributed)."""
     _state["dist"] = module
@@ -248,7 +248,7 @@ def _trace_assert(old, new):
 
 
 @api_boundary
-def assert_local_type(tensor, type):  # noqa: A002
+def assert_local_type(tensor: torch.Tensor, type: Any) -> torch.Tensor:  # noqa: A002
     """Deprecated alias of ``assert_type(tensor, type)``.
 
     >>> x = torch.zeros(4)
@@ -299,7 +299,8 @@ def _merged_type(tensor, source, overrides, fn):
 
 
 @api_boundary
-def assert_type_like(tensor, source, overrides=None):
+def assert_type_like(tensor: torch.Tensor, source: torch.Tensor,
+                     overrides: Optional[Dict[Any, Any]] = None) -> None:
     """Give ``tensor`` the type (and spec) of ``source``, with ``overrides``.
 
     >>> assert_type_like(y, x, {tp: V})  # doctest: +SKIP
@@ -309,7 +310,8 @@ def assert_type_like(tensor, source, overrides=None):
 
 
 @api_boundary
-def assert_local_type_like(tensor, source, overrides=None):
+def assert_local_type_like(tensor: torch.Tensor, source: torch.Tensor,
+                           overrides: Optional[Dict[Any, Any]] = None) -> None:
     """Like ``assert_type_like`` but copies only the local type, not the
     partition spec.
 
@@ -320,7 +322,7 @@ def assert_local_type_like(tensor, source, overrides=None):
 
 
 @api_boundary
-def get_axis_local_type(tensor, axis):
+def get_axis_local_type(tensor: Any, axis: Any) -> PerMeshAxisLocalSpmdType:
     """The tensor's type on one axis; ValueError if the axis is absent.
 
     >>> get_axis_local_type(x, "tp")  # doctest: +SKIP
@@ -335,7 +337,7 @@ def get_axis_local_type(tensor, axis):
 
 
 @api_boundary
-def maybe_get_axis_local_type(tensor, axis):
+def maybe_get_axis_local_type(tensor: Any, axis: Any) -> Optional[PerMeshAxisLocalSpmdType]:
     """The tensor's type on one axis, or None if the axis is absent.
 
     >>> maybe_get_axis_local_type(torch.zeros(2), MeshAxis.of(4, 1)) is None  # doctest: +SKIP
@@ -348,7 +350,7 @@ def maybe_get_axis_local_type(tensor, axis):
 
 
 @api_boundary
-def has_local_type(tensor):
+def has_local_type(tensor: torch.Tensor) -> bool:
     """True if the tensor carries a type (even an empty one ``{}``)."""
     _check_tensor(tensor, "has_local_type")
     return ops.get_type(tensor) != _UNTYPED
@@ -366,7 +368,7 @@ def get_local_type(value: object) -> dict:
 
 
 @api_boundary
-def get_partition_spec(tensor):
+def get_partition_spec(tensor: torch.Tensor) -> Optional[PartitionSpec]:
     """The tensor's PartitionSpec (of MeshAxis entries), or None."""
     _check_tensor(tensor, "get_partition_spec")
     flat = ops.type_spec(ops.get_type(tensor))
@@ -388,7 +390,7 @@ def _as_axis_dict(x, fn):
 
 
 @api_boundary
-def mutate_type(tensor, axis=None, *, src, dst):
+def mutate_type(tensor: torch.Tensor, axis: Any = None, *, src: Any, dst: Any) -> torch.Tensor:
     """Overwrite types on already-typed axes after checking them against
     ``src`` (all updates are checked before any is written).
 

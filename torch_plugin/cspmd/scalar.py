@@ -9,6 +9,7 @@ Scalars are unwrapped to their raw values.
 """
 
 import numbers
+from typing import Any, Union
 
 __all__ = ["Scalar"]
 
@@ -41,7 +42,7 @@ class Scalar:
 
     __slots__ = ("value", "spmd_type", "_type_id")
 
-    def __init__(self, value, spmd_type):
+    def __init__(self, value: Union[int, float, complex], spmd_type: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, numbers.Number):
             raise TypeError(f"Scalar value must be an int, float or complex, got "
                             f"{type(value).__name__}")

@@ -10,6 +10,7 @@ Unlike the reference, the context manager affects op lines too.
 import contextlib
 import logging
 import os
+from typing import Iterator
 
 from ._lib import ops
 
@@ -24,7 +25,7 @@ def _emit(line):
 
 
 @contextlib.contextmanager
-def trace(enabled=True):
+def trace(enabled: bool = True) -> Iterator[None]:
     """Trace every checked op (and assert_type) inside the block.
 
     >>> with trace():

@@ -7,6 +7,7 @@ reasoning over those codes.
 import dataclasses
 import enum
 import typing
+from typing import Any
 
 from ._errors import DTensorPropagationError, RedistributeError, SpmdTypeError
 
@@ -39,7 +40,7 @@ class PerMeshAxisLocalSpmdType(enum.Enum):
     # "PerMeshAxisLocalSpmdType.R" (which the reference prints).
     __str__ = __repr__
 
-    def backward_type(self):
+    def backward_type(self) -> "PerMeshAxisLocalSpmdType":
         """The type of this type's gradient: R<->P, I->I, V->V."""
         return _DUAL[self]
 
@@ -62,7 +63,7 @@ class Shard:
 
     __slots__ = ("dim",)
 
-    def __init__(self, dim):
+    def __init__(self, dim: int) -> None:
         if not isinstance(dim, int) or isinstance(dim, bool):
             raise TypeError(f"Shard dim must be an int, got {dim!r}")
         object.__setattr__(self, "dim", dim)
@@ -82,7 +83,7 @@ class Shard:
     def __hash__(self):
         return hash(("Shard", self.dim))
 
-    def backward_type(self):
+    def backward_type(self) -> "Shard":
         """A shard's gradient is sharded the same way."""
         return self
 
@@ -173,7 +174,7 @@ def to_local_type(typ: "PerMeshAxisSpmdType") -> PerMeshAxisLocalSpmdType:
 
 # ---- normalization (axes resolved by cspmd.mesh, validated by the core) ---
 
-def normalize_axis(axis):
+def normalize_axis(axis: Any) -> "MeshAxis":
     """A MeshAxis from a MeshAxis, a ProcessGroup or a name in the current mesh.
 
     >>> from cspmd.mesh import MeshAxis
@@ -184,7 +185,7 @@ def normalize_axis(axis):
     return _n(axis)
 
 
-def normalize_mesh(axes):
+def normalize_mesh(axes: typing.Iterable[typing.Any]) -> typing.FrozenSet["MeshAxis"]:
     """Drop size-1 axes and require the rest to be mutually orthogonal
     (SpmdTypeError otherwise); returns a frozenset of MeshAxis.
 
@@ -201,7 +202,8 @@ def normalize_mesh(axes):
     return out
 
 
-def normalize_local_type(spmd_type):
+def normalize_local_type(spmd_type: typing.Mapping[Any, Any]
+                         ) -> typing.Dict["MeshAxis", PerMeshAxisLocalSpmdType]:
     """``{MeshAxis: R|I|V|P}`` from a dict with any axis keys: names
     resolved, size-1 axes dropped, orthogonality checked by the core.
     Values must be R, I, V or P (TypeError; S(i) is not a stored type).
@@ -235,7 +237,7 @@ def _empty_entry(i):
             "dimensions.")
 
 
-def normalize_partition_spec(spec):
+def normalize_partition_spec(spec: typing.Sequence[typing.Any]) -> "PartitionSpec":
     """Resolve names, drop size-1 axes (a tuple left with one axis becomes
     that axis, with none becomes None) and require every axis of the spec
     to be mutually orthogonal (so no axis twice).
@@ -296,7 +298,9 @@ def _fmt_axis(a):
     return repr(a)
 
 
-def shard_types_to_partition_spec(types, ndim, axis_order=None):
+def shard_types_to_partition_spec(types: typing.Mapping[Any, Any], ndim: int,
+                                  axis_order: typing.Optional[typing.Sequence[Any]] = None
+                                  ) -> "PartitionSpec":
     """The PartitionSpec (length ``ndim``) of the S(d) entries of ``types``
     (R/I/V/P ignored).  Axes in ``axis_order`` come first on their dim;
     two unordered axes on one dim raise SpmdTypeError.
@@ -340,7 +344,7 @@ def shard_types_to_partition_spec(types, ndim, axis_order=None):
     return PartitionSpec(*entries)
 
 
-def partition_spec_to_shard_types(spec):
+def partition_spec_to_shard_types(spec: typing.Sequence[Any]) -> typing.Dict["MeshAxis", "Shard"]:
     """``{MeshAxis: S(dim)}`` of a PartitionSpec (normalized first).
 
     >>> from cspmd.mesh import MeshAxis
@@ -354,7 +358,8 @@ def partition_spec_to_shard_types(spec):
     return out
 
 
-def partition_spec_get_shard(spec, axis):
+def partition_spec_get_shard(spec: typing.Optional[typing.Sequence[Any]],
+                             axis: Any) -> typing.Optional["Shard"]:
     """``S(dim)`` if ``axis`` shards dim ``dim`` of ``spec``, else None.
 
     >>> from cspmd.mesh import MeshAxis
