@@ -870,3 +870,18 @@ def test_meta_shapes(name, tp):
     _, _, shape, call, out_shape = PAIRS[name]
     y = call(torch.empty(*shape, device="meta"), tp)
     assert y.device.type == "meta" and tuple(y.shape) == out_shape
+
+
+@pytest.mark.parametrize("dst", [V, P])
+def test_composed_reinterpret_backward_options(dst, mesh, tp):
+    # I -> V|P is two nodes: a nested level cannot be split between them
+    # (the reference raises the same), and unknown keys are not dropped.
+    x = spmd.assert_type(torch.randn(4, 3, requires_grad=True), {tp: I})
+    with pytest.raises(NotImplementedError, match="nested backward_options"):
+        spmd.reinterpret(x, tp, src=I, dst=dst,
+                         backward_options={"op_dtype": f32, "backward_options": {}})
+    with pytest.raises(ValueError, match="Unknown keys in backward_options: {'bogus'}"):
+        spmd.reinterpret(x, tp, src=I, dst=dst, backward_options={"bogus": 1})
+    with spmd.set_current_mesh({"tp": tp}), spmd.checker.typecheck():
+        y = spmd.reinterpret(x, tp, src=I, dst=dst, backward_options={"op_dtype": f32})
+    assert spmd.get_local_type(y) == {spmd.MeshAxis.of(tp): dst}

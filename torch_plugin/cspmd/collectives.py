@@ -239,6 +239,7 @@ def reinterpret(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: 
         return x
     if src is I and dst in (V, P):
         bw = backward_options or {}
+        _check_composed_options(backward_options)
         bw_op, bw_out = bw.get("op_dtype"), bw.get("out_dtype")
         mid = _run("reinterpret", _REINTERPRET, x, axis, I, R, op_dtype=op_dtype,
                    out_dtype=op_dtype, backward_options={"op_dtype": bw_op, "out_dtype": bw_out}
@@ -248,6 +249,22 @@ def reinterpret(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: 
                     if backward_options else None, expert=True)
     return _run("reinterpret", _REINTERPRET, x, axis, src, dst, op_dtype=op_dtype,
                 out_dtype=out_dtype, backward_options=backward_options, expert=expert_mode)
+
+
+def _check_composed_options(backward_options):
+    """reinterpret I -> V|P runs as two nodes, each given one level of
+    backward options: unknown keys raise as anywhere, and a nested level
+    (double backward) raises instead of being dropped, as the reference's
+    composed reinterprets do."""
+    if not backward_options:
+        return
+    _, bad = _dtypes(None, None, backward_options)
+    if bad:
+        raise ValueError(bad)
+    if "backward_options" in backward_options:
+        raise NotImplementedError(
+            "backward_options with nested backward_options (double backward) is not supported "
+            "for composed operations (reinterpret I->V, I->P)")
 
 
 def _same_base_noop(src, dst):
