@@ -162,6 +162,25 @@ void trace_collective(const char *fn, const at::Tensor &x, cspmd_axis_t axis, cs
     cspmd_trace_emit(line.c_str());
 }
 
+} // namespace
+
+// A conversion whose src and dst agree changes nothing, but its input must
+// still be src on a known axis: checked like any collective's input.
+void collective_check_input(const at::Tensor &x, std::string fn, int64_t axis, int64_t src_lt,
+                            int64_t src_dim) {
+    if (!key_enabled())
+        return;
+    cspmd_type_t ignored;
+    cspmd_ctype_t src = ctype(src_lt, src_dim);
+    cspmd_status_t st = cspmd_coll_infer(fn.c_str(), static_cast<cspmd_axis_t>(axis), src.ltype,
+                                         src.ltype, impl_get_type(x.unsafeGetTensorImpl()),
+                                         &ignored);
+    if (st != CSPMD_OK)
+        raise_with_context(st, fn.c_str(), x, static_cast<cspmd_axis_t>(axis), src, src);
+}
+
+namespace {
+
 // The kernel below autograd: check the type, compute in C, type the result.
 at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, int64_t axis,
                            IntList types, IntList dims, IntList sizes_a, IntList sizes_b,
@@ -170,8 +189,10 @@ at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, i
     if (!bad_options.empty())
         throw_core_error(CSPMD_ERR_VALUE, bad_options);
     Resolved r = resolve(op, types, dims, !sizes_a.empty() || !sizes_b.empty(), expert);
-    if (r.noop)
+    if (r.noop) {
+        collective_check_input(x, coll_name(op), axis, r.src.ltype, r.src.shard_dim);
         return x.alias();
+    }
     auto dt = resolve_dtypes(r, x, dtypes, false);
     bool checking = key_enabled();
     cspmd_type_t out_type = CSPMD_TYPE_UNTYPED;

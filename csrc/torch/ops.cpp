@@ -381,6 +381,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(watch_leaves);
         CSPMD_BIND(type_carry);
         CSPMD_BIND(register_type_saving);
+        CSPMD_BIND(collective_check_input);
         CSPMD_BIND(get_type);
         CSPMD_BIND(set_type);
         CSPMD_BIND(mesh_push);

@@ -25,6 +25,11 @@ namespace cspmd {
 bool key_enabled();
 void key_set_enabled(bool on);
 
+// Check (when checking) that x is src on axis, for a conversion that
+// changes nothing; raises the collective's type error (collective_autograd.cpp).
+void collective_check_input(const at::Tensor &x, std::string fn, int64_t axis, int64_t src_lt,
+                            int64_t src_dim);
+
 // Turns the key off for a scope (ops run inside are not checked).
 struct KeyOff {
     KeyOff();

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from ._lib import collective
+from ._lib import collective, ops as _ops
 from .mesh import MeshAxis, process_group_for
 from .types import I, P, PerMeshAxisLocalSpmdType, R, Shard, V
 
@@ -147,6 +147,16 @@ def _run(fn, op, x, axis, src, dst, *, dims=(None, None), ndim_extra=0, sizes_a=
                           dtypes, bool(expert), bool(inplace), bad_options)
 
 
+def _unchanged(fn, x, axis, src, dst):
+    """A conversion whose src and dst agree: x itself, once the axis, both
+    types and x's type on the axis (src) are checked like any collective's."""
+    _, axis_id = _group(axis)
+    lt, dim = _ctype(src, x, fn, "src")
+    _ctype(dst, x, fn, "dst")
+    _ops.collective_check_input(x, fn, axis_id, lt, dim)
+    return x
+
+
 def _base(t):
     return V if isinstance(t, Shard) else t
 
@@ -236,7 +246,7 @@ def reinterpret(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: 
             raise ValueError("reinterpret does not support S(i). Use convert() to change how "
                              "a tensor is sharded.")
     if src is dst:
-        return x
+        return _unchanged("reinterpret", x, axis, src, dst)
     if src is I and dst in (V, P):
         bw = backward_options or {}
         _check_composed_options(backward_options)
@@ -283,7 +293,7 @@ def convert(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: bool
     """
     _check_tensor(x, "convert")
     if _same_base_noop(src, dst):
-        return x
+        return _unchanged("convert", x, axis, src, dst)
     return _run("convert", _CONVERT, x, axis, src, dst, op_dtype=op_dtype, out_dtype=out_dtype,
                 backward_options=backward_options, expert=expert_mode)
 
@@ -298,7 +308,7 @@ def redistribute(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
     """
     _check_tensor(x, "redistribute")
     if _same_base_noop(src, dst):
-        return x
+        return _unchanged("redistribute", x, axis, src, dst)
     return _run("redistribute", _REDISTRIBUTE, x, axis, src, dst, op_dtype=op_dtype,
                 out_dtype=out_dtype, backward_options=backward_options)
 
