@@ -155,7 +155,9 @@ cspmd_status_t cspmd_raw_check_input(const cspmd_raw_rule_t *r, cspmd_axis_t axi
                                "the tensor on this axis before calling collectives.%s",
                                r->fn, cspmd_axis_display(axis, 0), cspmdi_untyped_hint(in));
     }
-    if (t != (cspmd_ltype_t)r->src && !(t == CSPMD_LT_V && r->src == CSPMD_LT_P))
+    /* Exactly the declared input type: V into all_reduce or reduce_scatter raises
+     * (as the reference's raw-collective checks do); convert V to P first. */
+    if (t != (cspmd_ltype_t)r->src)
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s: expected input type %s on axis %s, got %s",
                                r->fn, cspmd_ltype_letter((cspmd_ltype_t)r->src), cspmd_axis_display(axis, 0),
                                cspmd_ltype_letter(t));

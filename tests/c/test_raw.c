@@ -54,8 +54,8 @@ START_TEST(test_all_reduce_input)
     cspmd_type_t out = 0;
     ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, LP), &out), CSPMD_OK);
     ck_assert_uint_eq(out, ty(LR, LR)); /* P -> R on the group's axis only */
-    ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, LV), &out), CSPMD_OK);
-    ck_assert_uint_eq(out, ty(LR, LR));
+    ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, LV), &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "all_reduce: expected input type P on axis tp, got V");
     ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, LR), &out), CSPMD_ERR_SPMD_TYPE);
     ck_assert_str_eq(cspmd_last_error(), "all_reduce: expected input type "
                                          "P on axis tp, got "

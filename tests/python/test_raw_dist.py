@@ -74,6 +74,21 @@ def test_all_gather_into_tensor_needs_annotated_output(tp_checked):
         dist.all_gather_into_tensor(out, typed(torch.ones(2), tp, P), group=tp)
 
 
+@pytest.mark.parametrize("call", ["all_reduce", "reduce_scatter_tensor"])
+def test_varying_into_a_reduction_is_rejected(call, tp_checked):
+    # A reduction sums Partial values; V must be converted to P first (the
+    # reference raises the same for its raw collectives).
+    tp = tp_checked
+    x = typed(torch.ones(8), tp, V)
+    with pytest.raises(spmd.SpmdTypeError) as e:
+        if call == "all_reduce":
+            dist.all_reduce(x, group=tp)
+        else:
+            dist.reduce_scatter_tensor(typed(torch.zeros(2), tp, V), x, group=tp)
+    assert str(e.value).startswith(f"{call}: expected input type P on axis mesh_tp, got V")
+    assert spmd.get_local_type(x) == {spmd.MeshAxis.of(tp): V}
+
+
 def test_reduce_scatter_tensor(tp_checked):
     tp = tp_checked
     x = typed(torch.ones(8), tp, P)
@@ -86,9 +101,11 @@ def test_reduce_scatter_tensor(tp_checked):
 def test_functional_collectives_type_their_results(tp_checked):
     tp = tp_checked
     f = torch.ops._c10d_functional
-    x = typed(torch.ones(8), tp, V)
+    x = typed(torch.ones(8), tp, P)
     y = f.wait_tensor(f.all_reduce(x, "sum", tp.group_name))
     assert spmd.get_local_type(y) == {spmd.MeshAxis.of(tp): R}
+    with pytest.raises(spmd.SpmdTypeError, match="all_reduce: expected input type P"):
+        f.all_reduce(typed(torch.ones(8), tp, V), "sum", tp.group_name)
     z = f.wait_tensor(f.reduce_scatter_tensor(typed(torch.ones(8), tp, P), "sum", 4,
                                              tp.group_name))
     assert spmd.get_local_type(z) == {spmd.MeshAxis.of(tp): V}
