@@ -36,14 +36,23 @@ extern "C" {
 /* Status codes and errors                                               */
 /* ===================================================================== */
 
+/* The one list of status codes: X(NAME, value, description).  It generates
+ * the enum below, cspmd_status_name(), and the constants the Python front
+ * reads from the library (cspmd._codes); nothing else spells a number. */
+#define CSPMD_STATUS_LIST(X)                                                        \
+    X(OK, 0, "success")                                                             \
+    X(ERR_SPMD_TYPE, -1, "a typing error: Python SpmdTypeError")                    \
+    X(ERR_VALUE, -2, "bad argument value: Python ValueError")                       \
+    X(ERR_TYPE, -3, "bad argument kind: Python TypeError")                          \
+    X(ERR_MISUSE, -4, "API misuse (bad id, NULL, stack underflow)")                 \
+    X(ERR_NOMEM, -5, "allocation failed / a fixed table is full")                   \
+    X(ERR_RUNTIME, -6, "Python RuntimeError (e.g. no current mesh)")                \
+    X(ERR_PENDING, -100, "the shim holds a torch exception for its caller to rethrow")
+
 typedef enum cspmd_status {
-    CSPMD_OK = 0,
-    CSPMD_ERR_SPMD_TYPE = -1, /* a typing error: Python SpmdTypeError      */
-    CSPMD_ERR_VALUE = -2,     /* bad argument value: Python ValueError      */
-    CSPMD_ERR_TYPE = -3,      /* bad argument kind: Python TypeError        */
-    CSPMD_ERR_MISUSE = -4,    /* API misuse (bad id, NULL, stack underflow) */
-    CSPMD_ERR_NOMEM = -5,     /* allocation failed / a fixed table is full  */
-    CSPMD_ERR_RUNTIME = -6    /* Python RuntimeError (e.g. no current mesh) */
+#define CSPMD_STATUS_ENUM_(name, value, doc) CSPMD_##name = value,
+    CSPMD_STATUS_LIST(CSPMD_STATUS_ENUM_)
+#undef CSPMD_STATUS_ENUM_
 } cspmd_status_t;
 
 /* "CSPMD_OK", "CSPMD_ERR_SPMD_TYPE", ...; "CSPMD_ERR_UNKNOWN" otherwise. */
@@ -65,13 +74,19 @@ CSPMD_API cspmd_status_t cspmd_error_set(cspmd_status_t status, const char *fmt,
 /* Local types                                                           */
 /* ===================================================================== */
 
-/* Per-axis local type.  CSPMD_LT_NONE means "no type on this axis". */
+/* Per-axis local type: X(NAME, value, meaning).  CSPMD_LT_NONE means "no
+ * type on this axis".  Generates the enum and the Python front's codes. */
+#define CSPMD_LTYPE_LIST(X)                                                         \
+    X(NONE, 0, "no type on this axis")                                              \
+    X(R, 1, "Replicate")                                                            \
+    X(I, 2, "Invariant")                                                            \
+    X(V, 3, "Varying")                                                              \
+    X(P, 4, "Partial")
+
 typedef enum cspmd_ltype {
-    CSPMD_LT_NONE = 0,
-    CSPMD_LT_R = 1, /* Replicate */
-    CSPMD_LT_I = 2, /* Invariant */
-    CSPMD_LT_V = 3, /* Varying   */
-    CSPMD_LT_P = 4  /* Partial   */
+#define CSPMD_LTYPE_ENUM_(name, value, doc) CSPMD_LT_##name = value,
+    CSPMD_LTYPE_LIST(CSPMD_LTYPE_ENUM_)
+#undef CSPMD_LTYPE_ENUM_
 } cspmd_ltype_t;
 
 /* R<->P, I<->I, V<->V; NONE -> NONE. */
@@ -376,17 +391,32 @@ CSPMD_API cspmd_status_t cspmd_infer_axis(const char *linearity, const cspmd_lty
 /* Collectives                                                            */
 /* ===================================================================== */
 
+/* The collectives and conversions: X(NAME, python name).  Generates the
+ * enum, cspmd_coll_name() and the Python front's codes. */
+#define CSPMD_COLL_LIST(X)                                                          \
+    X(ALL_REDUCE, "all_reduce")                                                     \
+    X(ALL_GATHER, "all_gather")                                                     \
+    X(REDUCE_SCATTER, "reduce_scatter")                                             \
+    X(ALL_TO_ALL, "all_to_all")                                                     \
+    X(REINTERPRET, "reinterpret")                                                   \
+    X(CONVERT, "convert")                                                           \
+    X(REDISTRIBUTE, "redistribute")                                                 \
+    X(INVARIANT_TO_REPLICATE, "invariant_to_replicate")
+
 typedef enum cspmd_coll {
-    CSPMD_COLL_ALL_REDUCE = 0,
-    CSPMD_COLL_ALL_GATHER,
-    CSPMD_COLL_REDUCE_SCATTER,
-    CSPMD_COLL_ALL_TO_ALL,
-    CSPMD_COLL_REINTERPRET,
-    CSPMD_COLL_CONVERT,
-    CSPMD_COLL_REDISTRIBUTE,
-    CSPMD_COLL_INVARIANT_TO_REPLICATE,
-    CSPMD_COLL_COUNT
+#define CSPMD_COLL_ENUM_(name, text) CSPMD_COLL_##name,
+    CSPMD_COLL_LIST(CSPMD_COLL_ENUM_)
+#undef CSPMD_COLL_ENUM_
 } cspmd_coll_t;
+
+/* How many collectives the list has (not a cspmd_coll_t value, so switches
+ * over cspmd_coll_t need no case for it). */
+#define CSPMD_COLL_ONE_(name, text) +1
+enum { CSPMD_COLL_COUNT = 0 CSPMD_COLL_LIST(CSPMD_COLL_ONE_) };
+#undef CSPMD_COLL_ONE_
+
+/* "all_reduce", ...; "?" for a value outside the list. */
+CSPMD_API const char *cspmd_coll_name(cspmd_coll_t op);
 
 /* A per-axis collective type: a local type, or S(dim) when ltype == V and
  * shard_dim >= 0 (plain V has shard_dim == -1). */

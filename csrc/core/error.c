@@ -1,5 +1,5 @@
 /*
- * error.c -- status names, the per-thread error message, local type names,
+ * error.c -- status and collective names, the per-thread error message, local type names,
  * and the interning table shared by the other core modules.
  */
 #include <stdarg.h>
@@ -17,15 +17,23 @@ static _Thread_local char tl_error[ERROR_BUF];
 const char *cspmd_status_name(cspmd_status_t status)
 {
     switch (status) {
-    case CSPMD_OK: return "CSPMD_OK";
-    case CSPMD_ERR_SPMD_TYPE: return "CSPMD_ERR_SPMD_TYPE";
-    case CSPMD_ERR_VALUE: return "CSPMD_ERR_VALUE";
-    case CSPMD_ERR_TYPE: return "CSPMD_ERR_TYPE";
-    case CSPMD_ERR_MISUSE: return "CSPMD_ERR_MISUSE";
-    case CSPMD_ERR_NOMEM: return "CSPMD_ERR_NOMEM";
-    case CSPMD_ERR_RUNTIME: return "CSPMD_ERR_RUNTIME";
+#define STATUS_NAME(name, value, doc)                                                         \
+    case CSPMD_##name: return "CSPMD_" #name;
+        CSPMD_STATUS_LIST(STATUS_NAME)
+#undef STATUS_NAME
     }
     return "CSPMD_ERR_UNKNOWN";
+}
+
+const char *cspmd_coll_name(cspmd_coll_t op)
+{
+    switch (op) {
+#define COLL_NAME(name, text)                                                                 \
+    case CSPMD_COLL_##name: return text;
+        CSPMD_COLL_LIST(COLL_NAME)
+#undef COLL_NAME
+    }
+    return "?";
 }
 
 const char *cspmd_last_error(void)
@@ -60,8 +68,9 @@ cspmd_ltype_t cspmd_ltype_dual(cspmd_ltype_t t)
     case CSPMD_LT_P: return CSPMD_LT_R;
     case CSPMD_LT_I: return CSPMD_LT_I;
     case CSPMD_LT_V: return CSPMD_LT_V;
-    default: return CSPMD_LT_NONE;
+    case CSPMD_LT_NONE: break;
     }
+    return CSPMD_LT_NONE;
 }
 
 const char *cspmd_ltype_letter(cspmd_ltype_t t)
@@ -71,8 +80,9 @@ const char *cspmd_ltype_letter(cspmd_ltype_t t)
     case CSPMD_LT_I: return "I";
     case CSPMD_LT_V: return "V";
     case CSPMD_LT_P: return "P";
-    default: return "?";
+    case CSPMD_LT_NONE: break;
     }
+    return "?";
 }
 
 /* ---- interning tables (see table.h) ---------------------------------- */

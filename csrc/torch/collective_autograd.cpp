@@ -26,20 +26,6 @@ using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 using IntList = c10::ArrayRef<int64_t>;
 
-const char *coll_name(int64_t op) {
-    switch (op) {
-    case CSPMD_COLL_ALL_REDUCE: return "all_reduce";
-    case CSPMD_COLL_ALL_GATHER: return "all_gather";
-    case CSPMD_COLL_REDUCE_SCATTER: return "reduce_scatter";
-    case CSPMD_COLL_ALL_TO_ALL: return "all_to_all";
-    case CSPMD_COLL_REINTERPRET: return "reinterpret";
-    case CSPMD_COLL_CONVERT: return "convert";
-    case CSPMD_COLL_REDISTRIBUTE: return "redistribute";
-    case CSPMD_COLL_INVARIANT_TO_REPLICATE: return "invariant_to_replicate";
-    default: return "collective";
-    }
-}
-
 cspmd_ctype_t ctype(int64_t lt, int64_t dim) {
     return cspmd_ctype_t{static_cast<cspmd_ltype_t>(lt), static_cast<int32_t>(dim)};
 }
@@ -197,12 +183,12 @@ at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, i
     bool checking = key_enabled();
     cspmd_type_t out_type = CSPMD_TYPE_UNTYPED;
     if (checking) {
-        cspmd_status_t st =
-            cspmd_coll_infer(coll_name(op), static_cast<cspmd_axis_t>(axis), r.src.ltype,
-                             r.dst.ltype, impl_get_type(x.unsafeGetTensorImpl()), &out_type);
+        const char *fn = cspmd_coll_name(static_cast<cspmd_coll_t>(op));  // as called
+        cspmd_status_t st = cspmd_coll_infer(fn, static_cast<cspmd_axis_t>(axis), r.src.ltype,
+                                             r.dst.ltype, impl_get_type(x.unsafeGetTensorImpl()),
+                                             &out_type);
         if (st != CSPMD_OK)
-            raise_with_context(st, coll_name(op), x, static_cast<cspmd_axis_t>(axis), r.src,
-                               r.dst);
+            raise_with_context(st, fn, x, static_cast<cspmd_axis_t>(axis), r.src, r.dst);
     }
     if (checking && cspmd_trace_enabled())
         trace_collective(coll_name(op), x, static_cast<cspmd_axis_t>(axis), r.src, r.dst,

@@ -4,7 +4,6 @@
 // -> TypeError, the rest -> RuntimeError.  The class is looked up lazily in
 // the Python front (the GIL is held wherever torch translates exceptions).
 #include <Python.h>
-#include <frameobject.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/csrc/autograd/function.h>
@@ -12,7 +11,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <typeinfo>
@@ -58,65 +56,34 @@ void throw_core_error(cspmd_status_t st, const std::string &msg) {
     case CSPMD_ERR_SPMD_TYPE: throw SpmdTypeError(msg);
     case CSPMD_ERR_VALUE: throw PythonError(PyExc_ValueError, msg);
     case CSPMD_ERR_TYPE: throw PythonError(PyExc_TypeError, msg);
-    default:
-        throw PythonError(PyExc_RuntimeError,
-                          msg.empty() ? std::string(cspmd_status_name(st)) : msg);
+    case CSPMD_OK:
+    case CSPMD_ERR_MISUSE:
+    case CSPMD_ERR_NOMEM:
+    case CSPMD_ERR_RUNTIME:
+    case CSPMD_ERR_PENDING:
+        break;
     }
+    throw PythonError(PyExc_RuntimeError, msg.empty() ? std::string(cspmd_status_name(st)) : msg);
 }
 
 } // namespace cspmd
 
-// Frames of these modules are cspmd's or torch's own, not the user's.
-static bool internal_module(PyFrameObject *f) {
-#if PY_VERSION_HEX >= 0x030B0000
-    PyObject *globals = PyFrame_GetGlobals(f);
-#else
-    PyObject *globals = f->f_globals;
-    Py_XINCREF(globals);
-#endif
-    if (!globals)
-        return false;
-    PyObject *name = PyDict_GetItemString(globals, "__name__");  // borrowed
-    const char *mod = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : nullptr;
-    bool internal = false;
-    if (mod) {
-        auto starts = [mod](const char *p) {
-            size_t n = std::strlen(p);
-            return std::strncmp(mod, p, n) == 0 && (mod[n] == '\0' || mod[n] == '.');
-        };
-        internal = starts("torch") || starts("cspmd") || starts("contextlib") ||
-                   starts("importlib");
-    } else {
-        PyErr_Clear();
-    }
-    Py_DECREF(globals);
-    return internal;
-}
-
-// torch releases the GIL around op calls; take it back (error path only).
-static size_t user_frame_locked(char *buf, size_t len) {
-    PyFrameObject *f = PyEval_GetFrame();
-    if (f)
-        Py_INCREF(f);
-    while (f) {
-        PyCodeObject *code = PyFrame_GetCode(f);
-        PyObject *name = code ? code->co_filename : nullptr;
-        const char *file = name ? PyUnicode_AsUTF8(name) : nullptr;
-        if (!file)
-            PyErr_Clear();
-        if (file && !internal_module(f)) {
-            int line = PyFrame_GetLineNumber(f);
-            int n = std::snprintf(buf, len, "%s:%d", file, line);
-            Py_XDECREF(code);
-            Py_DECREF(f);
-            return n < 0 ? 0 : static_cast<size_t>(n);
-        }
-        Py_XDECREF(code);
-        PyFrameObject *back = PyFrame_GetBack(f);
-        Py_DECREF(f);
-        f = back;
-    }
-    return 0;
+// The user's source line comes from the Python front's one frame finder
+// (cspmd._frames), so the kernel, the collectives and tracebacks agree on
+// what "the user's frame" is.  Error path only; the GIL is taken because
+// torch releases it around op calls.
+static size_t call_frame_finder(const char *fn, PyObject *arg, char *buf, size_t len) {
+    PyObject *mod = PyImport_ImportModule("cspmd._frames");
+    PyObject *res = nullptr;
+    if (mod)
+        res = arg ? PyObject_CallMethod(mod, fn, "O", arg) : PyObject_CallMethod(mod, fn, nullptr);
+    const char *text = res && PyUnicode_Check(res) ? PyUnicode_AsUTF8(res) : nullptr;
+    int n = text ? std::snprintf(buf, len, "%s", text) : 0;
+    if (!text)
+        PyErr_Clear();  // a message without its line is better than none
+    Py_XDECREF(res);
+    Py_XDECREF(mod);
+    return n < 0 ? 0 : static_cast<size_t>(n);
 }
 
 extern "C" size_t cspmd_python_user_frame(char *buf, size_t len) {
@@ -125,13 +92,13 @@ extern "C" size_t cspmd_python_user_frame(char *buf, size_t len) {
     if (!Py_IsInitialized())
         return 0;
     PyGILState_STATE g = PyGILState_Ensure();
-    size_t n = user_frame_locked(buf, len);
+    size_t n = call_frame_finder("user_site", nullptr, buf, len);
     PyGILState_Release(g);
     return n;
 }
 
-// The innermost user frame of an anomaly-mode traceback (a list of
-// traceback.format_stack() strings: '  File "x.py", line 12, in f\n ...').
+// The forward op's user line, from the stack anomaly mode recorded for the
+// node (a list of traceback.format_stack() strings).
 static void forward_site(torch::autograd::Node *node, char *where, size_t len) {
     // libtorch_python does not export PyAnomalyMetadata's typeinfo, so
     // compare the dynamic type's name instead of dynamic_cast.
@@ -140,25 +107,8 @@ static void forward_site(torch::autograd::Node *node, char *where, size_t len) {
         return;
     auto *meta = static_cast<torch::autograd::PyAnomalyMetadata *>(base);
     PyObject *tb = PyDict_GetItemString(meta->dict(), "traceback_");  // borrowed
-    if (!tb || !PyList_Check(tb))
-        return;
-    for (Py_ssize_t i = PyList_Size(tb) - 1; i >= 0; i--) {
-        const char *line = PyUnicode_AsUTF8(PyList_GetItem(tb, i));
-        if (!line) {
-            PyErr_Clear();
-            continue;
-        }
-        if (std::strstr(line, "/torch/") || std::strstr(line, "/cspmd/"))
-            continue;
-        const char *file = std::strstr(line, "File \"");
-        const char *ln = std::strstr(line, "\", line ");
-        if (!file || !ln)
-            continue;
-        file += 6;
-        std::snprintf(where, len, "%.*s:%d", static_cast<int>(ln - file), file,
-                      std::atoi(ln + 7));
-        return;
-    }
+    if (tb && PyList_Check(tb))
+        call_frame_finder("user_site_of_stack", tb, where, len);
 }
 
 extern "C" int cspmd_autograd_node(char *name, size_t name_len, char *where, size_t where_len) {

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernel/op_kernel.h"
@@ -331,6 +332,32 @@ std::string cross_mesh_advice(IntList types) {
     return out;
 }
 
+// The core's enum lists (cspmd.h's X-macros) as (names, values), so the
+// Python front spells no number: "STATUS_ERR_VALUE", "LT_R", "COLL_CONVERT",
+// "TYPE_UNTYPED".
+std::tuple<std::vector<std::string>, std::vector<int64_t>> codes() {
+    std::vector<std::string> names;
+    std::vector<int64_t> values;
+#define CSPMD_CODE_STATUS_(name, value, doc)                                                  \
+    names.push_back("STATUS_" #name);                                                         \
+    values.push_back(CSPMD_##name);
+#define CSPMD_CODE_LTYPE_(name, value, doc)                                                   \
+    names.push_back("LT_" #name);                                                             \
+    values.push_back(CSPMD_LT_##name);
+#define CSPMD_CODE_COLL_(name, text)                                                          \
+    names.push_back("COLL_" #name);                                                           \
+    values.push_back(CSPMD_COLL_##name);
+    CSPMD_STATUS_LIST(CSPMD_CODE_STATUS_)
+    CSPMD_LTYPE_LIST(CSPMD_CODE_LTYPE_)
+    CSPMD_COLL_LIST(CSPMD_CODE_COLL_)
+    names.insert(names.end(), {"TYPE_UNTYPED", "TYPE_EMPTY"});
+    values.insert(values.end(), {CSPMD_TYPE_UNTYPED, CSPMD_TYPE_EMPTY});
+#undef CSPMD_CODE_STATUS_
+#undef CSPMD_CODE_LTYPE_
+#undef CSPMD_CODE_COLL_
+    return {names, values};
+}
+
 void axis_print_debug_set(bool debug) { cspmd_axis_print_debug_set(debug ? 1 : 0); }
 bool axis_print_debug() { return cspmd_axis_print_debug() != 0; }
 
@@ -397,6 +424,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(cross_mesh_advice);
         CSPMD_BIND(axis_print_debug_set);
         CSPMD_BIND(axis_print_debug);
+        CSPMD_BIND(codes);
 #undef CSPMD_BIND
     } catch (pybind11::error_already_set &e) {
         e.restore();

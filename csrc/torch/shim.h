@@ -26,8 +26,8 @@ typedef struct cspmd_call cspmd_call_t;
  * call returns (or, for results of shim ops, until cspmd_tensor_release). */
 typedef struct cspmd_tensor cspmd_tensor_t;
 
-/* Returned when a C++ exception is pending: the trampoline rethrows it. */
-#define CSPMD_ERR_PENDING ((cspmd_status_t)-100)
+/* CSPMD_ERR_PENDING (cspmd.h's status list) is returned when a C++
+ * exception is pending: the trampoline rethrows it. */
 
 /* ---- the operator --------------------------------------------------- */
 

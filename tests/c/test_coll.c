@@ -220,7 +220,7 @@ START_TEST(test_validate_misuse)
     ck_assert_int_eq(cspmd_coll_validate(CSPMD_COLL_CONVERT, bad1, C(LR), 0), CSPMD_ERR_MISUSE);
     ck_assert_int_eq(cspmd_coll_validate(CSPMD_COLL_CONVERT, bad2, C(LR), 0), CSPMD_ERR_MISUSE);
     ck_assert_int_eq(cspmd_coll_validate(CSPMD_COLL_CONVERT, C(LR), bad3, 0), CSPMD_ERR_MISUSE);
-    ck_assert_int_eq(cspmd_coll_validate(CSPMD_COLL_COUNT, C(LR), C(LR), 0), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_coll_validate((cspmd_coll_t)CSPMD_COLL_COUNT, C(LR), C(LR), 0), CSPMD_ERR_MISUSE);
     ck_assert_int_eq(cspmd_coll_validate((cspmd_coll_t)-1, C(LR), C(LR), 0), CSPMD_ERR_MISUSE);
     cspmd_coll_t bop;
     cspmd_ctype_t bs, bd;
@@ -236,7 +236,7 @@ END_TEST
 static void bwd(cspmd_coll_t op, cspmd_ctype_t s, cspmd_ctype_t d, cspmd_coll_t wop,
                 cspmd_ctype_t ws, cspmd_ctype_t wd)
 {
-    cspmd_coll_t bop = CSPMD_COLL_COUNT;
+    cspmd_coll_t bop = (cspmd_coll_t)CSPMD_COLL_COUNT;
     cspmd_ctype_t bs = {CSPMD_LT_NONE, -9}, bd = {CSPMD_LT_NONE, -9};
     ck_assert_msg(cspmd_coll_backward(op, s, d, &bop, &bs, &bd) == CSPMD_OK, "%s",
                   cspmd_last_error());

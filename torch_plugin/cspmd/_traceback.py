@@ -32,20 +32,13 @@ import types
 from typing import Any, Callable, Iterator, TypeVar
 
 from ._errors import SpmdTypeError
+from ._frames import is_library_file
 
 __all__ = ["traceback_filtering", "UnfilteredStackTrace", "api_boundary"]
 
 _VALID_MODES = frozenset({"off", "auto", "tracebackhide", "quiet_remove_frames",
                           "remove_frames"})
 _NOTE = "Set SPMD_TYPES_TRACEBACK_FILTERING=off to see the full, unfiltered traceback."
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def _torch_dir():
-    t = sys.modules.get("torch")
-    f = getattr(t, "__file__", None)
-    return os.path.dirname(os.path.abspath(f)) + os.sep if f else None
-
 
 def _check_mode(mode, what="traceback filtering mode"):
     if mode not in _VALID_MODES:
@@ -67,14 +60,6 @@ def _resolve(mode):
     return "quiet_remove_frames"
 
 
-def _internal(filename):
-    path = os.path.abspath(filename)
-    if path.startswith(_PKG_DIR):
-        return True
-    td = _torch_dir()
-    return bool(td) and path.startswith(td)
-
-
 class UnfilteredStackTrace(Exception):
     """Carries the full traceback (as ``__cause__``) in ``remove_frames`` mode."""
 
@@ -87,7 +72,7 @@ def _filter(e):
     if mode == "tracebackhide":
         cur = tb
         while cur is not None:
-            if _internal(cur.tb_frame.f_code.co_filename):
+            if is_library_file(cur.tb_frame.f_code.co_filename):
                 cur.tb_frame.f_locals["__tracebackhide__"] = True
             cur = cur.tb_next
         return
@@ -98,7 +83,7 @@ def _filter(e):
         cur = cur.tb_next
     out = None
     for t in reversed(entries):
-        if not _internal(t.tb_frame.f_code.co_filename):
+        if not is_library_file(t.tb_frame.f_code.co_filename):
             out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
     if mode == "remove_frames":
         wrapper = UnfilteredStackTrace("The above is the original, unfiltered traceback.")

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from ._codes import COLL
 from ._lib import collective, ops as _ops
 from .mesh import MeshAxis, process_group_for
 from .types import I, P, PerMeshAxisLocalSpmdType, R, Shard, V
@@ -22,9 +23,6 @@ from .types import I, P, PerMeshAxisLocalSpmdType, R, Shard, V
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "reinterpret", "convert",
            "redistribute", "shard", "unshard", "invariant_to_replicate"]
 
-# The core's cspmd_coll_t codes.
-_ALL_REDUCE, _ALL_GATHER, _REDUCE_SCATTER, _ALL_TO_ALL = 0, 1, 2, 3
-_REINTERPRET, _CONVERT, _REDISTRIBUTE, _INVARIANT_TO_REPLICATE = 4, 5, 6, 7
 
 # torch ScalarType codes of the dtypes the options accept.
 _DTYPE_CODES = {
@@ -176,7 +174,7 @@ def all_reduce(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any, inplace: b
     if src is V:
         x = reinterpret(x, axis, src=V, dst=P)
         src = P
-    return _run("all_reduce", _ALL_REDUCE, x, axis, src, dst, op_dtype=op_dtype,
+    return _run("all_reduce", COLL.ALL_REDUCE, x, axis, src, dst, op_dtype=op_dtype,
                 out_dtype=out_dtype, backward_options=backward_options, inplace=inplace)
 
 
@@ -191,7 +189,7 @@ def all_gather(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any,
     >>> y = all_gather(x, tp, src=S(0), dst=R)  # doctest: +SKIP
     """
     extra = 1 if not isinstance(src, Shard) else 0  # stack adds a dim
-    return _run("all_gather", _ALL_GATHER, x, axis, src, dst, dims=(gather_dim, None),
+    return _run("all_gather", COLL.ALL_GATHER, x, axis, src, dst, dims=(gather_dim, None),
                 ndim_extra=extra, sizes_a=split_sizes, op_dtype=op_dtype, out_dtype=out_dtype,
                 backward_options=backward_options)
 
@@ -209,7 +207,7 @@ def reduce_scatter(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any = V,
     if src is V:
         x = reinterpret(x, axis, src=V, dst=P)
         src = P
-    return _run("reduce_scatter", _REDUCE_SCATTER, x, axis, src, dst, dims=(scatter_dim, None),
+    return _run("reduce_scatter", COLL.REDUCE_SCATTER, x, axis, src, dst, dims=(scatter_dim, None),
                 sizes_a=split_sizes, op_dtype=op_dtype, out_dtype=out_dtype,
                 backward_options=backward_options)
 
@@ -226,7 +224,7 @@ def all_to_all(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any = V,
 
     >>> y = all_to_all(x, tp, src=S(0), dst=S(1))  # doctest: +SKIP
     """
-    return _run("all_to_all", _ALL_TO_ALL, x, axis, src, dst, dims=(split_dim, concat_dim),
+    return _run("all_to_all", COLL.ALL_TO_ALL, x, axis, src, dst, dims=(split_dim, concat_dim),
                 sizes_a=output_split_sizes, sizes_b=input_split_sizes, op_dtype=op_dtype,
                 out_dtype=out_dtype, backward_options=backward_options)
 
@@ -251,13 +249,13 @@ def reinterpret(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: 
         bw = backward_options or {}
         _check_composed_options(backward_options)
         bw_op, bw_out = bw.get("op_dtype"), bw.get("out_dtype")
-        mid = _run("reinterpret", _REINTERPRET, x, axis, I, R, op_dtype=op_dtype,
+        mid = _run("reinterpret", COLL.REINTERPRET, x, axis, I, R, op_dtype=op_dtype,
                    out_dtype=op_dtype, backward_options={"op_dtype": bw_op, "out_dtype": bw_out}
                    if backward_options else None, expert=True)
-        return _run("reinterpret", _REINTERPRET, mid, axis, R, dst, op_dtype=op_dtype,
+        return _run("reinterpret", COLL.REINTERPRET, mid, axis, R, dst, op_dtype=op_dtype,
                     out_dtype=out_dtype, backward_options={"op_dtype": bw_op, "out_dtype": bw_op}
                     if backward_options else None, expert=True)
-    return _run("reinterpret", _REINTERPRET, x, axis, src, dst, op_dtype=op_dtype,
+    return _run("reinterpret", COLL.REINTERPRET, x, axis, src, dst, op_dtype=op_dtype,
                 out_dtype=out_dtype, backward_options=backward_options, expert=expert_mode)
 
 
@@ -294,7 +292,7 @@ def convert(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: bool
     _check_tensor(x, "convert")
     if _same_base_noop(src, dst):
         return _unchanged("convert", x, axis, src, dst)
-    return _run("convert", _CONVERT, x, axis, src, dst, op_dtype=op_dtype, out_dtype=out_dtype,
+    return _run("convert", COLL.CONVERT, x, axis, src, dst, op_dtype=op_dtype, out_dtype=out_dtype,
                 backward_options=backward_options, expert=expert_mode)
 
 
@@ -309,7 +307,7 @@ def redistribute(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
     _check_tensor(x, "redistribute")
     if _same_base_noop(src, dst):
         return _unchanged("redistribute", x, axis, src, dst)
-    return _run("redistribute", _REDISTRIBUTE, x, axis, src, dst, op_dtype=op_dtype,
+    return _run("redistribute", COLL.REDISTRIBUTE, x, axis, src, dst, op_dtype=op_dtype,
                 out_dtype=out_dtype, backward_options=backward_options)
 
 
@@ -348,6 +346,6 @@ def invariant_to_replicate(x: torch.Tensor, axis: Any, *, op_dtype: Optional[tor
 
     >>> y = invariant_to_replicate(x, tp)  # doctest: +SKIP
     """
-    return _run("invariant_to_replicate", _INVARIANT_TO_REPLICATE, x, axis, I, R,
+    return _run("invariant_to_replicate", COLL.INVARIANT_TO_REPLICATE, x, axis, I, R,
                 op_dtype=op_dtype, out_dtype=out_dtype, backward_options=backward_options,
                 expert=True)

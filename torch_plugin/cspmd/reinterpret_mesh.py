@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ._codes import TYPE
 from ._errors import SpmdTypeError
 from ._lib import ops
 from ._traceback import api_boundary
@@ -18,7 +19,7 @@ from .types import normalize_local_type
 
 __all__ = ["reinterpret_mesh"]
 
-_UNTYPED = 0
+_UNTYPED = TYPE.UNTYPED
 
 
 def _full_type_id(type_):

@@ -5,13 +5,14 @@ interns, validates and refines them, and the type id lives on the tensor.
 """
 
 import logging
-import sys
 import weakref
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 
+from ._codes import TYPE
 from ._errors import SpmdTypeError
+from ._frames import user_site
 from ._lib import ops
 from ._traceback import api_boundary
 from .mesh import MeshAxis, current_mesh, normalize_axis
@@ -27,7 +28,7 @@ __all__ = ["assert_type", "assert_local_type", "assert_type_like", "assert_local
 
 _trace_logger = logging.getLogger("cspmd.runtime.trace")
 
-_UNTYPED = 0
+_UNTYPED = TYPE.UNTYPED
 _state = {"dist": None}
 
 
@@ -226,25 +227,14 @@ def assert_type(tensor: _TensorOrSequence, *types: Any,
 builtins_type = type
 
 
-def _user_site():
-    """``file:line`` of the innermost frame outside cspmd and torch."""
-    f = sys._getframe(1)
-    while f is not None:
-        mod = f.f_globals.get("__name__", "")
-        if not (mod == "cspmd" or mod.startswith(("cspmd.", "torch.", "contextlib"))
-                or mod == "torch"):
-            return f"{f.f_code.co_filename}:{f.f_lineno}"
-        f = f.f_back
-    return "<unknown>"
-
-
 def _trace_assert(old, new):
     """``<file:line>  assert_type({...}) -> {...}`` on the trace logger."""
     before = ops.type_format(old if old != _UNTYPED else ops.type_make([], [], []))
     after = ops.type_format(new)
     if before == "{}" and after == "{}":
         return
-    _trace_logger.info("%s  assert_type(%s) -> %s", _user_site(), before, after)
+    _trace_logger.info("%s  assert_type(%s) -> %s", user_site() or "<unknown>", before,
+                      after)
 
 
 @api_boundary

@@ -1,6 +1,6 @@
 """The local SPMD types: R, I, V, P and Shard(d), and partition specs.
 
-Each value carries the integer code the C core uses; the core does all
+Each value carries the integer code the C core uses (read from the library); the core does all
 reasoning over those codes.
 """
 
@@ -9,6 +9,7 @@ import enum
 import typing
 from typing import Any
 
+from ._codes import LT
 from ._errors import DTensorPropagationError, RedistributeError, SpmdTypeError
 
 __all__ = [
@@ -28,10 +29,10 @@ class PerMeshAxisLocalSpmdType(enum.Enum):
     (R, P)
     """
 
-    R = 1  # Replicate: same value on every rank, used independently
-    I = 2  # noqa: E741  Invariant: same value, one computation duplicated
-    V = 3  # Varying: a different value per rank
-    P = 4  # Partial: the true value is the pending sum over ranks
+    R = LT.R  # Replicate: same value on every rank, used independently
+    I = LT.I  # noqa: E741  Invariant: same value, one computation duplicated
+    V = LT.V  # Varying: a different value per rank
+    P = LT.P  # Partial: the true value is the pending sum over ranks
 
     def __repr__(self):
         return self.name

@@ -1,0 +1,44 @@
+"""The Python front's codes come from the library, which generates them from
+the X-macro lists of include/cspmd.h: the lists, the library and the front
+agree, and the front spells no number of its own."""
+
+import os
+import re
+
+from cspmd import _codes
+from cspmd.collectives import all_reduce  # noqa: F401  (imports use the codes)
+from cspmd.types import I, P, R, V
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _list(name):
+    with open(os.path.join(ROOT, "include", "cspmd.h")) as f:
+        text = f.read()
+    body = re.search(r"#define %s\(X\)(.*?)\n\n" % name, text, re.S).group(1)
+    return re.findall(r"X\((\w+)(?:, (-?\d+))?", body)
+
+
+def test_status_codes_follow_the_header():
+    rows = _list("CSPMD_STATUS_LIST")
+    assert rows and {k: int(v) for k, v in rows} == vars(_codes.STATUS)
+    for name, value in rows:
+        assert _codes.status_name(int(value)) == "CSPMD_" + name
+    assert _codes.status_name(12345) == "CSPMD_ERR_UNKNOWN"
+
+
+def test_local_types_and_collectives_follow_the_header():
+    assert {k: int(v) for k, v in _list("CSPMD_LTYPE_LIST")} == vars(_codes.LT)
+    assert [R.value, I.value, V.value, P.value] == [_codes.LT.R, _codes.LT.I, _codes.LT.V,
+                                                    _codes.LT.P]
+    names = [k for k, _ in _list("CSPMD_COLL_LIST")]
+    assert {k: i for i, k in enumerate(names)} == vars(_codes.COLL)
+
+
+def test_front_spells_no_core_code():
+    pkg = os.path.join(ROOT, "torch_plugin", "cspmd")
+    for name in ("collectives.py", "types.py", "runtime.py", "reinterpret_mesh.py"):
+        with open(os.path.join(pkg, name)) as f:
+            text = f.read()
+        assert not re.search(r"^\s*_?[A-Z_]+ = -?\d+\s*(#.*)?$", text, re.M), name
+        assert not re.search(r"^\s+[RIVP] = \d", text, re.M), name
