@@ -191,7 +191,7 @@ at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, i
             raise_with_context(st, fn, x, static_cast<cspmd_axis_t>(axis), r.src, r.dst);
     }
     if (checking && cspmd_trace_enabled())
-        trace_collective(coll_name(op), x, static_cast<cspmd_axis_t>(axis), r.src, r.dst,
+        trace_collective(cspmd_coll_name(static_cast<cspmd_coll_t>(op)), x, static_cast<cspmd_axis_t>(axis), r.src, r.dst,
                          out_type);
     cspmd_coll_call_t call{};
     call.op = r.op;
