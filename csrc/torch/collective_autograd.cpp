@@ -176,7 +176,7 @@ at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, i
         throw_core_error(CSPMD_ERR_VALUE, bad_options);
     Resolved r = resolve(op, types, dims, !sizes_a.empty() || !sizes_b.empty(), expert);
     if (r.noop) {
-        collective_check_input(x, coll_name(op), axis, r.src.ltype, r.src.shard_dim);
+        collective_check_input(x, cspmd_coll_name(static_cast<cspmd_coll_t>(op)), axis, r.src.ltype, r.src.shard_dim);
         return x.alias();
     }
     auto dt = resolve_dtypes(r, x, dtypes, false);
