@@ -192,9 +192,15 @@ static void put_tensor(text_t *t, const cspmd_tensor_ref_t *r)
     put(t, "[");
     int64_t nd = cspmd_tensor_dim(r->tensor);
     for (int64_t d = 0; d < nd; d++) {
-        snprintf(tmp, sizeof tmp, d ? ", %lld" : "%lld",
-                 (long long)cspmd_tensor_size(r->tensor, d));
-        put(t, tmp);
+        int64_t n = cspmd_tensor_size(r->tensor, d);
+        if (d)
+            put(t, ", ");
+        if (n < 0) { /* symbolic or ragged */
+            put(t, "?");
+        } else {
+            snprintf(tmp, sizeof tmp, "%lld", (long long)n);
+            put(t, tmp);
+        }
     }
     put(t, "] ");
     cspmd_type_format(r->type == CSPMD_TYPE_UNTYPED ? CSPMD_TYPE_EMPTY : r->type, tmp, sizeof tmp);

@@ -1,4 +1,4 @@
-// The dispatcher side of the shim: the boxed trampoline on PrivateUse3, the
+// The dispatcher side of the shim: the boxed trampoline on cspmd's key, the
 // thread-local switch for the key, and the boxed-stack accessors that the C
 // kernel (csrc/kernel/op_kernel.c) reads.
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -16,61 +16,42 @@
 #include "shim.h"
 #include "shim_internal.h"
 
-// cspmd's dispatch key.  PrivateUse1 is taken by vendors' device plugins.
-static constexpr c10::DispatchKey kKey = c10::DispatchKey::PrivateUse3;
-static constexpr c10::BackendComponent kBit = c10::BackendComponent::PrivateUse3Bit;
+// cspmd's dispatch key: the `Fake` functionality key (a slot torchdistx once
+// used; nothing in torch 2.11 registers on it).  It is a functionality key,
+// not a per-backend one, and it sits above the backend keys (Dense, Sparse,
+// SparseCsr, Quantized, NestedTensor), BackendSelect and Python but below
+// autograd: every op reaches it whatever the tensors' backend -- CPU, CUDA,
+// meta, FakeTensor (Python key) -- and it runs after autograd has recorded
+// the op and before any TorchDispatchMode sees it.  A PrivateUse backend
+// slot would be selected only for dense tensors and after a higher backend
+// (Meta) was chosen, so meta tensors and FakeTensorMode ran unchecked.
+static constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
 
 
 namespace cspmd {
 
-// Whether this thread's included set had Dense before cspmd added it.
-static thread_local bool tls_added_dense = false;
-
 bool key_enabled() {
-    return c10::impl::tls_local_dispatch_key_set().included_.has_backend(kBit);
+    return c10::impl::tls_is_dispatch_key_included(kKey);
 }
 
-// Turn the key on or off in this thread's *included* set, the way PyTorch's
-// own _set_meta_in_tls_dispatch_include does: DispatchKeySet::remove() would
-// clear only the functionality bit and leave ops coming back.
 void key_set_enabled(bool on) {
-    auto local = c10::impl::tls_local_dispatch_key_set();
-    bool has = local.included_.has_backend(kBit);
-    if (on == has)
-        return;
-    if (on) {
-        tls_added_dense = !local.included_.has(c10::DispatchKey::Dense);
-        local.included_ = local.included_ | c10::DispatchKeySet(kKey);
-    } else {
-        local.included_ = local.included_.remove_backend(kBit);
-        if (tls_added_dense)
-            local.included_ = local.included_.remove(c10::DispatchKey::Dense);
-        tls_added_dense = false;
-    }
-    c10::impl::_force_tls_local_dispatch_key_set(local);
+    c10::impl::tls_set_dispatch_key_included(kKey, on);
 }
 
-// One read of the thread's key sets, one write each way, and the exact saved
-// state (with tls_added_dense) restored afterwards.  If the key is already
-// off, nothing changes.
+// One read of the thread's key set, one write each way, and the exact saved
+// state restored afterwards.  If the key is already off, nothing changes.
 KeyOff::KeyOff()
-    : saved(c10::impl::tls_local_dispatch_key_set()), saved_added_dense(tls_added_dense),
-      changed(saved.included_.has_backend(kBit)) {
+    : saved(c10::impl::tls_local_dispatch_key_set()), changed(saved.included_.has(kKey)) {
     if (!changed)
         return;
     auto local = saved;
-    local.included_ = local.included_.remove_backend(kBit);
-    if (tls_added_dense)
-        local.included_ = local.included_.remove(c10::DispatchKey::Dense);
-    tls_added_dense = false;
+    local.included_ = local.included_.remove(kKey);
     c10::impl::_force_tls_local_dispatch_key_set(local);
 }
 
 KeyOff::~KeyOff() {
-    if (!changed)
-        return;
-    c10::impl::_force_tls_local_dispatch_key_set(saved);
-    tls_added_dense = saved_added_dense;
+    if (changed)
+        c10::impl::_force_tls_local_dispatch_key_set(saved);
 }
 
 // Errors and pending exceptions --------------------------------------------
@@ -101,92 +82,75 @@ static void fallback(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
         raise_status(st);
 }
 
-// Ops with a CompositeExplicitAutograd kernel would run that kernel on our
-// slot (decomposed: unsqueeze arriving as as_strided); give them our kernel.
+// Ops with a CompositeImplicitAutograd kernel are decomposed at the
+// Autograd layer, above cspmd's key, so the checker sees their parts.  With
+// no autograd key in play (inference_mode, inference tensors, ops without a
+// tensor argument) they would arrive whole; this kernel lets them decompose
+// below the key with checking still on, so their parts are checked as usual.
+static void decompose(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
+                      torch::jit::Stack *stack) {
+    op.redispatchBoxed(ks.remove(kKey), stack);
+}
+
 static std::vector<std::unique_ptr<torch::Library>> &libraries() {
     static std::vector<std::unique_ptr<torch::Library>> libs;
     return libs;
 }
 
-static torch::Library &library_for(const std::string &ns, c10::DispatchKey key) {
-    static std::vector<std::pair<std::string, c10::DispatchKey>> names;
+static torch::Library &library_for(const std::string &ns) {
+    static std::vector<std::string> names;
     for (size_t i = 0; i < names.size(); i++)
-        if (names[i].first == ns && names[i].second == key)
+        if (names[i] == ns)
             return *libraries()[i];
-    names.emplace_back(ns, key);
+    names.push_back(ns);
     libraries().push_back(std::make_unique<torch::Library>(
-        torch::Library::IMPL, ns, key, __FILE__, static_cast<uint32_t>(__LINE__)));
+        torch::Library::IMPL, ns, kKey, __FILE__, static_cast<uint32_t>(__LINE__)));
     return *libraries().back();
 }
 
-static void passthrough(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
-                        torch::jit::Stack *stack);
+static bool has_backend_kernel(const c10::OperatorHandle &op) {
+    for (auto k : {c10::DispatchKey::CompositeExplicitAutograd,
+                   c10::DispatchKey::CompositeExplicitAutogradNonFunctional,
+                   c10::DispatchKey::CPU, c10::DispatchKey::CUDA, c10::DispatchKey::Meta})
+        if (op.hasKernelForDispatchKey(k))
+            return true;
+    return false;
+}
 
-// The other PrivateUse3 slots (sparse, quantized, nested layouts) of an op
-// with a composite kernel would run that kernel instead of the layout's own
-// (CSR `mul` failing, say): they pass through to the real kernel unchecked.
-static constexpr c10::DispatchKey kLayoutKeys[] = {
-    c10::DispatchKey::SparsePrivateUse3, c10::DispatchKey::SparseCsrPrivateUse3,
-    c10::DispatchKey::QuantizedPrivateUse3, c10::DispatchKey::NestedTensorPrivateUse3};
-
-int register_explicit_ops() {
+// cspmd's own ops skip the key (their kernels do their own typing); purely
+// composite ops decompose below it.  Run once, on the first typecheck(), so
+// that the ops of libraries loaded after cspmd are covered too.
+int register_key_ops() {
     auto &d = c10::Dispatcher::singleton();
     int n = 0;
-    for (auto alias : {c10::DispatchKey::CompositeExplicitAutograd,
-                       c10::DispatchKey::CompositeExplicitAutogradNonFunctional}) {
-        for (const auto &name : d.getRegistrationsForDispatchKey(alias)) {
-            auto op = d.findOp(name);
-            if (!op || op->hasKernelForDispatchKey(kKey))
-                continue;
-            auto pos = name.name.find("::");
-            if (pos == std::string::npos)
-                continue;
-            std::string ns = name.name.substr(0, pos);
-            if (ns == "cspmd")
-                continue;
-            std::string full = name.name;
-            if (!name.overload_name.empty())
-                full += "." + name.overload_name;
-            library_for(ns, kKey).impl(full.c_str(),
-                                       torch::CppFunction::makeFromBoxedFunction<&fallback>());
-            for (auto layout : kLayoutKeys)
-                if (!op->hasKernelForDispatchKey(layout))
-                    library_for(ns, layout)
-                        .impl(full.c_str(),
-                              torch::CppFunction::makeFromBoxedFunction<&passthrough>());
-            n++;
-        }
+    for (const auto &name : d.getAllOpNames()) {
+        auto op = d.findOp(name);
+        if (!op || op->hasKernelForDispatchKey(kKey))
+            continue;
+        auto pos = name.name.find("::");
+        if (pos == std::string::npos)
+            continue;
+        std::string ns = name.name.substr(0, pos);
+        std::string full = name.name;
+        if (!name.overload_name.empty())
+            full += "." + name.overload_name;
+        if (ns == "cspmd")
+            library_for(ns).impl(full.c_str(), torch::CppFunction::makeFallthrough());
+        else if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+                 !has_backend_kernel(*op))
+            library_for(ns).impl(full.c_str(),
+                                 torch::CppFunction::makeFromBoxedFunction<&decompose>());
+        else
+            continue;
+        n++;
     }
     return n;
 }
 
 } // namespace cspmd
 
-TORCH_LIBRARY_IMPL(_, PrivateUse3, m) {
+TORCH_LIBRARY_IMPL(_, Fake, m) {
     m.fallback(torch::CppFunction::makeFromBoxedFunction<&cspmd::fallback>());
-}
-
-// Sparse, quantized and nested inputs reach these PrivateUse3 slots; they
-// are not checked and pass through to their real kernels untyped.
-namespace cspmd {
-static void passthrough(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
-                        torch::jit::Stack *stack) {
-    KeyOff off;
-    op.redispatchBoxed(ks.remove_backend(kBit), stack);
-}
-} // namespace cspmd
-
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse3, m) {
-    m.fallback(torch::CppFunction::makeFromBoxedFunction<&cspmd::passthrough>());
-}
-TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse3, m) {
-    m.fallback(torch::CppFunction::makeFromBoxedFunction<&cspmd::passthrough>());
-}
-TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse3, m) {
-    m.fallback(torch::CppFunction::makeFromBoxedFunction<&cspmd::passthrough>());
-}
-TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse3, m) {
-    m.fallback(torch::CppFunction::makeFromBoxedFunction<&cspmd::passthrough>());
 }
 
 // The boxed-stack accessors ------------------------------------------------
@@ -314,7 +278,7 @@ cspmd_status_t cspmd_call_args(const cspmd_call_t *call, cspmd_args_t *args) {
 cspmd_status_t cspmd_call_redispatch(cspmd_call_t *call) {
     try {
         cspmd::KeyOff off;
-        call->op->redispatchBoxed(call->ks.remove_backend(kBit), call->stack);
+        call->op->redispatchBoxed(call->ks.remove(kKey), call->stack);
         return CSPMD_OK;
     } catch (...) {
         return cspmd::keep_pending(std::current_exception());
@@ -367,10 +331,3 @@ size_t cspmd_call_arg_text(const cspmd_call_t *call, int i, char *buf, size_t le
 }
 
 } // extern "C"
-
-// Ops with no autograd kernel of their own (c10d's in-place collectives, for
-// instance) fall through the Autograd layer to cspmd's kernel, as they fall
-// through AutogradCPU to the CPU kernel without cspmd.
-TORCH_LIBRARY_IMPL(_, AutogradPrivateUse3, m) {
-    m.fallback(torch::CppFunction::makeFallthrough());
-}

@@ -300,7 +300,7 @@ void trace_set(bool on) { cspmd_trace_set(on ? 1 : 0); }
 bool trace_enabled() { return cspmd_trace_enabled() != 0; }
 
 int64_t register_explicit() {
-    static int64_t n = register_explicit_ops();
+    static int64_t n = register_key_ops();
     return n;
 }
 

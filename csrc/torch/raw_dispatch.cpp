@@ -1,7 +1,7 @@
 // Raw torch.distributed collectives inside a checked region:
 // c10d's ops and the _c10d_functional ops get their own kernel on cspmd's
-// key (csrc/kernel/raw_dist_kernel.c); they reach it through the AutogradPrivateUse3
-// fallthrough of dispatch.cpp.
+// key (csrc/kernel/raw_dist_kernel.c), which every op reaches whatever its
+// backend (see dispatch.cpp).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/library.h>
@@ -36,11 +36,11 @@ struct RawRegistration {
             std::string full = cspmd_raw_rule(i)->name;
             auto pos = full.find("::");
             auto op = d.findOp(c10::OperatorName(full, ""));
-            if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse3))
+            if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::Fake))
                 continue;
             libs.push_back(std::make_unique<torch::Library>(
                 torch::Library::IMPL,
-                full.substr(0, pos), c10::DispatchKey::PrivateUse3, __FILE__,
+                full.substr(0, pos), c10::DispatchKey::Fake, __FILE__,
                 static_cast<uint32_t>(__LINE__)));
             libs.back()->impl(full.substr(pos + 2).c_str(),
                               torch::CppFunction::makeFromBoxedFunction<&raw_trampoline>());

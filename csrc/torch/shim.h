@@ -111,6 +111,7 @@ int64_t cspmd_tensor_dim(const cspmd_tensor_t *t);
 /* 1 if every element is zero (runs an op with the key off; error path
  * only), 0 otherwise or for a tensor without data (meta). */
 int cspmd_tensor_is_zero(cspmd_tensor_t *t);
+/* The extent of dim d, -1 if it is not one number (symbolic, ragged). */
 int64_t cspmd_tensor_size(const cspmd_tensor_t *t, int64_t d);
 /* "f32", "bf16", "i64", ... */
 const char *cspmd_tensor_dtype_abbrev(const cspmd_tensor_t *t);

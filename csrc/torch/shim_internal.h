@@ -37,12 +37,12 @@ struct KeyOff {
     KeyOff(const KeyOff &) = delete;
     KeyOff &operator=(const KeyOff &) = delete;
     c10::impl::LocalDispatchKeySet saved;
-    bool saved_added_dense;
     bool changed;
 };
 
-// Register the fallback on every op with a CompositeExplicitAutograd kernel.
-int register_explicit_ops();
+// Per-op registrations on the key: fallthrough for cspmd's own ops, decompose
+// for purely composite ops (see dispatch.cpp).
+int register_key_ops();
 
 // Put the gradient-accumulation check on every AccumulateGrad node reachable
 // from roots (grad_accumulate.cpp); returns how many were added.

@@ -110,14 +110,26 @@ int cspmd_tensor_is_zero(cspmd_tensor_t *t) {
 }
 
 int64_t cspmd_tensor_dim(const cspmd_tensor_t *t) {
-    return reinterpret_cast<const c10::TensorImpl *>(t)->dim();
+    try {
+        return reinterpret_cast<const c10::TensorImpl *>(t)->dim();
+    } catch (...) {
+        return 0;
+    }
 }
 
+// -1 where the extent is not one number: a symbolic size (FakeTensor under
+// a ShapeEnv, torch.compile's dynamic shapes) or a ragged dim of a nested
+// tensor, whose sizes() throws.
 int64_t cspmd_tensor_size(const cspmd_tensor_t *t, int64_t d) {
-    auto *impl = reinterpret_cast<const c10::TensorImpl *>(t);
-    if (d < 0 || d >= impl->dim())
+    try {
+        auto *impl = reinterpret_cast<const c10::TensorImpl *>(t);
+        if (d < 0 || d >= impl->dim())
+            return -1;
+        auto v = impl->sym_size(d).maybe_as_int();
+        return v ? *v : -1;
+    } catch (...) {
         return -1;
-    return impl->sizes()[static_cast<size_t>(d)];
+    }
 }
 
 const char *cspmd_tensor_dtype_abbrev(const cspmd_tensor_t *t) {

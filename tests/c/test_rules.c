@@ -63,7 +63,7 @@ START_TEST(test_observed_transformer_ops)
     expect("aten::ones", "", "FACTORY", CSPMD_KIND_FACTORY);
     expect("aten::ones_like", "", "FACTORY", CSPMD_KIND_FACTORY);
     NON_("aten::pow", "Tensor_Scalar");
-    NON_("aten::randn", "");
+    expect("aten::randn", "", "RANDOM_FILL", CSPMD_KIND_RANDOM_FILL); /* fresh: {} */
     NON_("aten::rsqrt", "");
     expect("aten::scalar_tensor", "", "FACTORY", CSPMD_KIND_FACTORY);
     NON_("aten::silu", "");

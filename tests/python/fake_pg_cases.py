@@ -131,10 +131,10 @@ class LocalTensorIsRefused(unittest.TestCase):
         self.assertFalse(dist.is_initialized())
 
     def test_local_tensors_cannot_be_typed(self):
-        """The limit behind the refusal: an op on a LocalTensor runs per rank
-        inside LocalTensorMode's own dispatch, below which cspmd sees plain
-        per-rank tensors, so a type on it would never be checked.  Typing one
-        raises instead of leaving the program silently unchecked."""
+        """The limit behind the refusal: an op on a LocalTensor reaches
+        cspmd's key, but cspmd's collectives are not validated per rank over
+        LocalTensors, so typing one raises instead of running with untrusted
+        types."""
         from torch.distributed._local_tensor import LocalTensorMode
         with fake_pg(2) as pg, LocalTensorMode(2) as mode:
             x = mode.rank_map(lambda r: torch.full((2,), float(r)))

@@ -48,11 +48,11 @@ def _check_tensor(t, fn):
     if type(t).__name__ == "DTensor":
         raise TypeError(f"{fn}: got a DTensor; annotate its local tensor (x.to_local()) instead")
     if type(t).__name__ == "LocalTensor":
-        # Ops on a LocalTensor run per rank below LocalTensorMode, outside
-        # cspmd's dispatch key: a type on it would never be checked.
+        # Ops on a LocalTensor reach cspmd's key, but the collectives and
+        # rank-dependent conversions are not validated per rank over them.
         raise NotImplementedError(f"{fn}: got a LocalTensor; cspmd does not support "
-                                  "LocalTensorMode yet (its ops would not be checked); see "
-                                  "docs/testing.md")
+                                  "LocalTensorMode yet (its collectives are not validated "
+                                  "per rank); see docs/testing.md")
 
 
 def _spec_encoding(spec, ndim):

@@ -23,10 +23,11 @@ from ._traceback import api_boundary
 __all__ = ["fake_pg", "fake_mesh", "FakeProcessGroupTestCase", "LocalTensorTestCase"]
 
 LOCAL_TENSOR_UNSUPPORTED = (
-    "cspmd does not support LocalTensorMode yet: ops on a LocalTensor run per rank "
-    "inside its own dispatch mode, outside cspmd's dispatch key, so their SPMD types "
-    "would not be checked. Use FakeProcessGroupTestCase (one rank's view on the fake "
-    "backend) to test types; see docs/testing.md.")
+    "cspmd does not support LocalTensorMode yet: ops on a LocalTensor are type-checked, "
+    "but cspmd's collectives and rank-dependent conversions have not been validated "
+    "per rank over LocalTensors, so multi-rank numerics would not be trustworthy. "
+    "Use FakeProcessGroupTestCase (one rank's view on the fake backend) to test "
+    "types; see docs/testing.md.")
 
 
 def _check_shape(shape, mesh_dim_names):
