@@ -210,6 +210,29 @@ def _register_patch(on_fn, off_fn):
             on_fn()
 
 
+class _CompiledRunsEager:
+    """While any typecheck() region is open, torch.compile'd functions run
+    eagerly (torch.compiler.set_stance("force_eager")): their ops then reach
+    cspmd's kernel one by one and are checked, and their outputs are typed.
+    Compiled code would otherwise run below the checker (inductor's kernels
+    call no aten op), unchecked and with untyped outputs.  The stance the
+    user had is restored when the last region ends."""
+
+    def __init__(self):
+        self._stance = None
+
+    def on(self):
+        self._stance = torch.compiler.set_stance("force_eager")
+
+    def off(self):
+        stance, self._stance = self._stance, None
+        if stance is not None:
+            stance.__exit__(None, None, None)
+
+
+_compiled_runs_eager = _CompiledRunsEager()
+
+
 def _patch(on):
     with _patch_lock:
         was = _patch_users[0] > 0
@@ -218,6 +241,7 @@ def _patch(on):
         torch.autograd.backward = _checked_backward if active else _original_backward
         torch.autograd.grad = _checked_grad if active else _original_grad
         if active != was:
+            (_compiled_runs_eager.on if active else _compiled_runs_eager.off)()
             for on_fn, off_fn in _patch_hooks:
                 (on_fn if active else off_fn)()
         from .registration import _patch_apply
