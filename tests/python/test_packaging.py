@@ -190,6 +190,8 @@ def test_wheel_is_a_pinned_platform_wheel(wheel, tmp_path):
     assert re.findall(r"^Requires-Dist: torch.*$", meta, re.M) == [
         f"Requires-Dist: torch=={major}.{minor}.*"]
     assert f"\nVersion: {cspmd.__version__}\n" in meta
+    entry_points = (dist_info / "entry_points.txt").read_text()
+    assert "[pytest11]\ncspmd = cspmd.pytest_plugin" in entry_points
     info = json.loads((tmp_path / "cspmd" / "cspmd_build_info.json").read_text())
     assert info == {"version": cspmd.__version__, "torch": torch.__version__,
                     "python": f"{sys.version_info.major}.{sys.version_info.minor}"}
