@@ -221,6 +221,15 @@ CSPMD_API cspmd_status_t cspmd_type_mutate(cspmd_type_t type, const cspmd_axis_t
                                            const cspmd_ltype_t *src, const cspmd_ltype_t *dst,
                                            int n, cspmd_type_t *out);
 
+/* reinterpret_no_grad: R <-> I on axis, for a tensor no gradient can
+ * reach.  VALUE when requires_grad ("... requires tensor.requires_grad=False")
+ * or dst is not R or I (dst_shard_dim >= 0 prints it as S(d)); a size-1 axis
+ * leaves the type as it is; SPMD_TYPE when the type lacks the axis or holds
+ * neither R nor I on it.  On error *out is untouched. */
+CSPMD_API cspmd_status_t cspmd_type_reinterpret_no_grad(cspmd_type_t type, cspmd_axis_t axis,
+                                                        cspmd_ltype_t dst, int32_t dst_shard_dim,
+                                                        int requires_grad, cspmd_type_t *out);
+
 /* The type of Scalar-Scalar arithmetic: the same axes on both
  * sides, per axis equal -> that type, {R, V} -> V; anything else is TYPE
  * (Python: NotImplemented, so a TypeError). */
@@ -244,6 +253,12 @@ CSPMD_API cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t 
 CSPMD_API cspmd_status_t cspmd_type_join_view_write(const char *op, cspmd_type_t base,
                                                     cspmd_type_t written, int requires_grad,
                                                     cspmd_type_t *out);
+
+/* The type a view reads as, given its own and its base's: the join when a
+ * write through another view changed the base since it was taken; its own
+ * type when the two are equal, either is UNTYPED, or no join relates them.
+ * Sets no error (called on every op over a view). */
+CSPMD_API cspmd_type_t cspmd_type_view_read(cspmd_type_t own, cspmd_type_t base);
 
 /* ===================================================================== */
 /* Types that move with values                                            */

@@ -706,6 +706,48 @@ cspmd_status_t cspmd_type_mutate(cspmd_type_t type, const cspmd_axis_t *axes,
     return CSPMD_OK;
 }
 
+static int r_or_i(cspmd_ltype_t lt) { return lt == CSPMD_LT_R || lt == CSPMD_LT_I; }
+
+cspmd_status_t cspmd_type_reinterpret_no_grad(cspmd_type_t type, cspmd_axis_t axis,
+                                              cspmd_ltype_t dst, int32_t dst_shard_dim,
+                                              int requires_grad, cspmd_type_t *out)
+{
+    if (out == NULL || type_get(type) == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_type_reinterpret_no_grad: bad arguments");
+    /* R and I hold the same values and differ only in the gradient they
+     * accept, so only a tensor no gradient reaches may swap them. */
+    if (requires_grad)
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "reinterpret_no_grad requires tensor.requires_grad=False");
+    if (dst_shard_dim >= 0)
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "reinterpret_no_grad requires dst=R or dst=I; got dst=S(%d)",
+                               (int)dst_shard_dim);
+    if (!r_or_i(dst))
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "reinterpret_no_grad requires dst=R or dst=I; got dst=%s",
+                               cspmd_ltype_letter(dst));
+    if (cspmd_axis_size(axis) == 1) {
+        *out = type;
+        return CSPMD_OK;
+    }
+    cspmd_type_t t = type == CSPMD_TYPE_UNTYPED ? CSPMD_TYPE_EMPTY : type;
+    cspmd_ltype_t now = cspmd_type_get(t, axis);
+    if (now == CSPMD_LT_NONE) {
+        char buf[256];
+        cspmd_type_format(t, buf, sizeof buf);
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "reinterpret_no_grad: axis %s not found in the tensor's SPMD type %s",
+                               cspmd_axis_display(axis, 0), buf);
+    }
+    if (!r_or_i(now))
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "reinterpret_no_grad requires the current type to be R or I; got "
+                               "%s on axis %s",
+                               cspmd_ltype_letter(now), cspmd_axis_display(axis, 0));
+    return cspmd_type_with(t, axis, dst, out);
+}
+
 cspmd_status_t cspmd_type_merge_scalars(cspmd_type_t a, cspmd_type_t b, cspmd_type_t *out)
 {
     if (out == NULL || type_get(a) == NULL || type_get(b) == NULL)

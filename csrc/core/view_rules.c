@@ -22,13 +22,12 @@ static int varying_join(cspmd_ltype_t a, cspmd_ltype_t b)
            (b == CSPMD_LT_V && (a == CSPMD_LT_R || a == CSPMD_LT_I));
 }
 
-cspmd_status_t cspmd_type_join_view_write(const char *op, cspmd_type_t base, cspmd_type_t written,
-                                          int requires_grad, cspmd_type_t *out)
+/* The join of base and written per axis (see the file comment).  quiet:
+ * report a refusal by status alone, with no message (the per-op read of
+ * a view must not format text). */
+static cspmd_status_t join(const char *op, cspmd_type_t base, cspmd_type_t written,
+                           int requires_grad, int quiet, cspmd_type_t *out)
 {
-    if (out == NULL || !cspmdi_type_valid(base) || !cspmdi_type_valid(written))
-        return cspmd_error_set(CSPMD_ERR_MISUSE,
-                               "cspmd_type_join_view_write: bad arguments (%u, %u)",
-                               (unsigned)base, (unsigned)written);
     if (base == CSPMD_TYPE_UNTYPED || written == CSPMD_TYPE_UNTYPED || base == written) {
         *out = base;
         return CSPMD_OK;
@@ -40,10 +39,11 @@ cspmd_status_t cspmd_type_join_view_write(const char *op, cspmd_type_t base, csp
     for (int i = 0; i < n; i++) {
         cspmd_ltype_t was = cspmd_type_get(base, axes[i]);
         cspmd_ltype_t now = lts[i];
-        cspmd_ltype_t j;
         if (was == CSPMD_LT_NONE || was == now)
             continue; /* an axis only the written data has: the base keeps none */
         if (!varying_join(was, now)) {
+            if (quiet)
+                return CSPMD_ERR_SPMD_TYPE;
             char bt[256], wt[256];
             cspmd_type_format(base, bt, sizeof bt);
             cspmd_type_format(written, wt, sizeof wt);
@@ -56,19 +56,42 @@ cspmd_status_t cspmd_type_join_view_write(const char *op, cspmd_type_t base, csp
                 op ? op : "?", wt, bt, cspmd_ltype_letter(now), cspmd_ltype_letter(was),
                 cspmd_axis_display(axes[i], 0));
         }
-        j = CSPMD_LT_V;
-        if (j != was && requires_grad)
+        if (was == CSPMD_LT_V)
+            continue; /* V joined with R or I stays V */
+        if (requires_grad)
             return cspmd_error_set(
                 CSPMD_ERR_SPMD_TYPE,
                 "%s: writing through a view would change the SPMD type of the viewed tensor on "
                 "axis %s from %s to %s, and it requires grad. In-place and out= operations "
                 "cannot change the type of a tensor that requires grad.",
                 op ? op : "?", cspmd_axis_display(axes[i], 0), cspmd_ltype_letter(was),
-                cspmd_ltype_letter(j));
-        cspmd_status_t st = cspmd_type_with(cspmd_type_local(joined), axes[i], j, &joined);
+                cspmd_ltype_letter(CSPMD_LT_V));
+        cspmd_status_t st = cspmd_type_with(cspmd_type_local(joined), axes[i], CSPMD_LT_V, &joined);
         if (st != CSPMD_OK)
             return st;
     }
     *out = joined;
     return CSPMD_OK;
+}
+
+cspmd_status_t cspmd_type_join_view_write(const char *op, cspmd_type_t base, cspmd_type_t written,
+                                          int requires_grad, cspmd_type_t *out)
+{
+    if (out == NULL || !cspmdi_type_valid(base) || !cspmdi_type_valid(written))
+        return cspmd_error_set(CSPMD_ERR_MISUSE,
+                               "cspmd_type_join_view_write: bad arguments (%u, %u)",
+                               (unsigned)base, (unsigned)written);
+    return join(op, base, written, requires_grad, 0, out);
+}
+
+cspmd_type_t cspmd_type_view_read(cspmd_type_t own, cspmd_type_t base)
+{
+    cspmd_type_t joined;
+    if (own == CSPMD_TYPE_UNTYPED || base == CSPMD_TYPE_UNTYPED || own == base ||
+        !cspmdi_type_valid(own) || !cspmdi_type_valid(base))
+        return own;
+    /* The base changed after this view took its type (a write through
+     * another view made it V): the view is part of it and takes the join.
+     * Types no join relates (annotated apart) are left alone. */
+    return join("", own, base, 0, 1, &joined) == CSPMD_OK ? joined : own;
 }

@@ -298,25 +298,12 @@ cspmd_status_t cspmdk_check_mutation(const cspmd_call_t *call, const cspmd_args_
     return cspmdk_with_context(st, call, args);
 }
 
-cspmd_type_t cspmd_kernel_view_type(cspmd_type_t own, cspmd_type_t base)
-{
-    cspmd_type_t joined;
-    if (own == CSPMD_TYPE_UNTYPED || base == CSPMD_TYPE_UNTYPED || own == base)
-        return own;
-    /* The base changed after this view took its type (a write through
-     * another view made it V): the view is part of it, so it takes the
-     * join.  Types no join relates (annotated apart) are left alone. */
-    if (cspmd_type_join_view_write("", own, base, 0, &joined) == CSPMD_OK)
-        return joined;
-    return own;
-}
-
 void cspmdk_refresh_view_types(cspmd_args_t *args)
 {
     for (int i = 0; i < args->ntensors; i++) {
         cspmd_tensor_ref_t *r = &args->tensors[i];
         if (r->base != NULL)
-            r->type = cspmd_kernel_view_type(r->type, cspmd_tensor_get_type(r->base));
+            r->type = cspmd_type_view_read(r->type, cspmd_tensor_get_type(r->base));
     }
 }
 

@@ -20,10 +20,6 @@ extern "C" {
  * CSPMD_ERR_PENDING (a torch exception for the trampoline to rethrow). */
 cspmd_status_t cspmd_kernel_run(cspmd_call_t *call);
 
-/* The type a view reads as, given its own and its base's: the join when
- * a write through another view changed the base since (errors: own). */
-cspmd_type_t cspmd_kernel_view_type(cspmd_type_t own, cspmd_type_t base);
-
 #ifdef __cplusplus
 }
 #endif

@@ -10,7 +10,6 @@
 #include <tuple>
 #include <vector>
 
-#include "kernel/op_kernel.h"
 #include "shim.h"
 #include "shim_internal.h"
 
@@ -198,6 +197,16 @@ int64_t type_mutate(int64_t type, IntList axes, IntList src, IntList dst) {
     return out;
 }
 
+int64_t type_reinterpret_no_grad(int64_t type, int64_t axis, int64_t dst, int64_t dst_shard_dim,
+                                 bool requires_grad) {
+    cspmd_type_t out;
+    check(cspmd_type_reinterpret_no_grad(to_type(type), static_cast<cspmd_axis_t>(axis),
+                                         static_cast<cspmd_ltype_t>(dst),
+                                         static_cast<int32_t>(dst_shard_dim),
+                                         requires_grad ? 1 : 0, &out));
+    return out;
+}
+
 int64_t type_merge_scalars(int64_t a, int64_t b) {
     cspmd_type_t out;
     check(cspmd_type_merge_scalars(to_type(a), to_type(b), &out));
@@ -261,7 +270,7 @@ int64_t type_carry(int64_t from, int64_t to, int64_t to_ndim, std::string what) 
 int64_t get_type(const at::Tensor &t) {
     cspmd_type_t own = impl_get_type(t.unsafeGetTensorImpl());
     if (t.is_view())
-        return cspmd_kernel_view_type(own, impl_get_type(t._base().unsafeGetTensorImpl()));
+        return cspmd_type_view_read(own, impl_get_type(t._base().unsafeGetTensorImpl()));
     return own;
 }
 
@@ -397,6 +406,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(type_refine);
         CSPMD_BIND(type_dual);
         CSPMD_BIND(type_mutate);
+        CSPMD_BIND(type_reinterpret_no_grad);
         CSPMD_BIND(type_merge_scalars);
         CSPMD_BIND(type_local);
         CSPMD_BIND(group_bind);

@@ -9,6 +9,7 @@ int main(void)
     /* before type: its table-full test leaves no room under CK_FORK=no */
     srunner_add_suite(sr, suite_compat());
     srunner_add_suite(sr, suite_type_carry());
+    srunner_add_suite(sr, suite_view_rules());
     srunner_add_suite(sr, suite_type());
     srunner_add_suite(sr, suite_mesh());
     srunner_run_all(sr, CK_NORMAL);

@@ -12,4 +12,5 @@ Suite *suite_grad(void);
 Suite *suite_raw(void);
 Suite *suite_compat(void);
 Suite *suite_type_carry(void);
+Suite *suite_view_rules(void);
 #endif

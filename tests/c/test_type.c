@@ -666,6 +666,40 @@ START_TEST(test_mutate)
 }
 END_TEST
 
+START_TEST(test_reinterpret_no_grad)
+{
+    cspmd_type_t t = T2(DP, CSPMD_LT_V, TP, CSPMD_LT_R), o = 0;
+    ck_assert_int_eq(cspmd_type_reinterpret_no_grad(t, TP, CSPMD_LT_I, -1, 0, &o), CSPMD_OK);
+    ck_assert_uint_eq(o, T2(DP, CSPMD_LT_V, TP, CSPMD_LT_I));
+    ck_assert_int_eq(cspmd_type_reinterpret_no_grad(o, TP, CSPMD_LT_R, -1, 0, &o), CSPMD_OK);
+    ck_assert_uint_eq(o, t);
+    /* Refusals name what is wrong and leave *out untouched. */
+    o = 7;
+    ck_assert_int_eq(cspmd_type_reinterpret_no_grad(t, TP, CSPMD_LT_I, -1, 1, &o), CSPMD_ERR_VALUE);
+    ck_assert_str_eq(cspmd_last_error(), "reinterpret_no_grad requires tensor.requires_grad=False");
+    ck_assert_int_eq(cspmd_type_reinterpret_no_grad(t, TP, CSPMD_LT_P, -1, 0, &o), CSPMD_ERR_VALUE);
+    ck_assert_str_eq(cspmd_last_error(), "reinterpret_no_grad requires dst=R or dst=I; got dst=P");
+    ck_assert_int_eq(cspmd_type_reinterpret_no_grad(t, TP, CSPMD_LT_V, 1, 0, &o), CSPMD_ERR_VALUE);
+    ck_assert_str_eq(cspmd_last_error(),
+                     "reinterpret_no_grad requires dst=R or dst=I; got dst=S(1)");
+    ck_assert_int_eq(cspmd_type_reinterpret_no_grad(t, DP, CSPMD_LT_R, -1, 0, &o),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "reinterpret_no_grad requires the current type to be R "
+                                         "or I; got V on axis dp");
+    ck_assert_int_eq(cspmd_type_reinterpret_no_grad(t, SP, CSPMD_LT_I, -1, 0, &o),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "reinterpret_no_grad: axis sp not found in the tensor's "
+                                         "SPMD type {dp: V, tp: R}");
+    ck_assert_uint_eq(o, 7);
+    /* A size-1 axis changes nothing, whatever the type. */
+    ck_assert_int_eq(cspmd_type_reinterpret_no_grad(CSPMD_TYPE_UNTYPED, CSPMD_AXIS_TRIVIAL,
+                                                    CSPMD_LT_I, -1, 0, &o), CSPMD_OK);
+    ck_assert_uint_eq(o, CSPMD_TYPE_UNTYPED);
+    ck_assert_int_eq(cspmd_type_reinterpret_no_grad(999999, TP, CSPMD_LT_I, -1, 0, &o),
+                     CSPMD_ERR_MISUSE);
+}
+END_TEST
+
 START_TEST(test_merge_scalars)
 {
     cspmd_type_t o = 0;
@@ -718,6 +752,7 @@ Suite *suite_type(void)
     tcase_add_test(tr, test_mutation_errors);
     tcase_add_test(tr, test_mutate);
     tcase_add_test(tr, test_merge_scalars);
+    tcase_add_test(tr, test_reinterpret_no_grad);
     suite_add_tcase(s, tr);
     TCase *tf = tcase_create("capacity");
     tcase_add_checked_fixture(tf, setup, NULL);

@@ -98,6 +98,29 @@ def test_reinterpret_no_grad():
     assert spmd.get_local_type(w) == {TP: R}
 
 
+@pytest.mark.parametrize("start, axis, dst, grad", [
+    ("R", "tp", "I", False), ("I", "tp", "R", False), ("R", "tp", "R", False),
+    ("V", "tp", "R", False), ("R", "tp", "P", False), ("R", "tp", "I", True),
+    ("R", "dp", "I", False),  # the tensor has no type on dp
+])
+def test_reinterpret_no_grad_as_reference(mesh, start, axis, dst, grad):
+    """Same outcome as spmd_types 0.3.1: the new type, or the same error class."""
+    ref = reference.load()
+
+    def run(lib):
+        x = torch.randn(3, requires_grad=grad)
+        with lib.set_current_mesh(mesh):
+            lib.assert_type(x, {"tp": getattr(lib, start)})
+            try:
+                out = lib.reinterpret_no_grad(x, axis, dst=getattr(lib, dst))
+            except (ValueError, lib.SpmdTypeError) as e:
+                return type(e).__name__
+            assert out is x
+            return {str(a): repr(t).split(".")[-1] for a, t in lib.get_local_type(x).items()}
+
+    assert run(spmd) == run(ref)
+
+
 def test_no_typecheck_every_form():
     def probe():
         return spmd.is_type_checking()
@@ -153,8 +176,8 @@ def test_async_op_same_values_and_types(fn, src, dst, kw, mesh, tp):
 
 def test_backward_options_keys(mesh, tp):
     x = spmd.assert_type(torch.randn(8), {TP: P, DP: R})
-    with spmd.set_current_mesh(mesh), typecheck(), pytest.raises(ValueError, match=r"Valid keys are: \['async_op', 'backward_options', "
-                                         r"'op_dtype', 'out_dtype'\]"):
+    valid = r"Valid keys are: \['async_op', 'backward_options', 'op_dtype', 'out_dtype'\]"
+    with spmd.set_current_mesh(mesh), typecheck(), pytest.raises(ValueError, match=valid):
         spmd.all_reduce(x, tp, src=P, dst=R, backward_options={"nope": 1})
 
 

@@ -433,23 +433,12 @@ def reinterpret_no_grad(tensor: torch.Tensor, axis: Any, *, dst: Any) -> torch.T
     >>> _ = assert_type(x, {ax: R}); _ = reinterpret_no_grad(x, ax, dst=I)
     """
     _check_tensor(tensor, "reinterpret_no_grad")
-    if tensor.requires_grad:
-        raise ValueError("reinterpret_no_grad requires tensor.requires_grad=False")
-    dst_local = to_local_type(dst)
-    if dst_local not in (R, I):
-        raise ValueError(f"reinterpret_no_grad requires dst=R or dst=I; got dst={dst!r}")
-    mesh_axis = normalize_axis(axis)
-    if mesh_axis.size() == 1:
-        return tensor
-    current = get_local_type(tensor)
-    if mesh_axis not in current:
-        raise SpmdTypeError(f"reinterpret_no_grad: axis {mesh_axis!r} not found in the "
-                            f"tensor's SPMD type {_fmt(current)}")
-    src_local = current[mesh_axis]
-    if src_local not in (R, I):
-        raise SpmdTypeError(f"reinterpret_no_grad requires the current type to be R or I; got "
-                            f"{src_local!r} on axis {mesh_axis!r}")
-    return mutate_type(tensor, mesh_axis, src=src_local, dst=dst_local)
+    shard_dim = dst.dim if isinstance(dst, Shard) else -1
+    # The core checks requires_grad, dst and the current type (R or I).
+    ops.set_type(tensor, ops.type_reinterpret_no_grad(
+        ops.get_type(tensor), normalize_axis(axis).id, ltype_code(dst, "dst"), shard_dim,
+        tensor.requires_grad))
+    return tensor
 
 
 # The reference's spmd_types.runtime also holds these names.

@@ -1,0 +1,99 @@
+/* Writes through views (csrc/core/view_rules.c): the base's joined type
+ * after a write, and the type a view reads as once its base changed. */
+#include <string.h>
+
+#include "cspmd.h"
+#include "suites.h"
+
+static cspmd_axis_t TP, DP;
+
+static cspmd_axis_t ax1(int64_t size, int64_t stride)
+{
+    cspmd_axis_t a = 0;
+    ck_assert_int_eq(cspmd_axis_intern(&size, &stride, 1, &a), CSPMD_OK);
+    return a;
+}
+
+static void setup(void)
+{
+    cspmd_axis_names_reset();
+    TP = ax1(4, 1);
+    DP = ax1(2, 4);
+    ck_assert_int_eq(cspmd_axis_name_add(TP, "tp"), CSPMD_OK);
+    ck_assert_int_eq(cspmd_axis_name_add(DP, "dp"), CSPMD_OK);
+}
+
+static cspmd_type_t two(cspmd_ltype_t dp, cspmd_ltype_t tp)
+{
+    cspmd_axis_t a[2] = {DP, TP};
+    cspmd_ltype_t l[2] = {dp, tp};
+    cspmd_type_t t = 0;
+    ck_assert_msg(cspmd_type_make(a, l, 2, NULL, &t) == CSPMD_OK, "%s", cspmd_last_error());
+    return t;
+}
+
+START_TEST(test_write_joins_per_axis)
+{
+    cspmd_type_t rr = two(CSPMD_LT_R, CSPMD_LT_R), rv = two(CSPMD_LT_R, CSPMD_LT_V);
+    cspmd_type_t iv = two(CSPMD_LT_I, CSPMD_LT_V), ii = two(CSPMD_LT_I, CSPMD_LT_I);
+    cspmd_type_t out = 0;
+    ck_assert_int_eq(cspmd_type_join_view_write("copy_", rr, rv, 0, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, rv); /* V into part of R: V */
+    ck_assert_int_eq(cspmd_type_join_view_write("copy_", rv, rr, 0, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, rv); /* R into part of V: stays V */
+    ck_assert_int_eq(cspmd_type_join_view_write("copy_", ii, iv, 0, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, iv);
+    ck_assert_int_eq(cspmd_type_join_view_write("copy_", rr, rr, 1, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, rr); /* no change: allowed with grad */
+    ck_assert_int_eq(cspmd_type_join_view_write("copy_", rr, CSPMD_TYPE_UNTYPED, 0, &out),
+                     CSPMD_OK);
+    ck_assert_uint_eq(out, rr);
+}
+END_TEST
+
+START_TEST(test_write_refusals_name_op_axis_and_types)
+{
+    cspmd_type_t rr = two(CSPMD_LT_R, CSPMD_LT_R), rp = two(CSPMD_LT_R, CSPMD_LT_P);
+    cspmd_type_t ri = two(CSPMD_LT_R, CSPMD_LT_I), rv = two(CSPMD_LT_R, CSPMD_LT_V);
+    cspmd_type_t out = 12345;
+    ck_assert_int_eq(cspmd_type_join_view_write("aten::copy_", rr, rp, 0, &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "aten::copy_: writing"));
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "no single type"));
+    ck_assert_int_eq(out, 12345); /* unchanged on error */
+    ck_assert_int_eq(cspmd_type_join_view_write("aten::copy_", rr, ri, 0, &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_type_join_view_write("aten::copy_", rr, rv, 1, &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "requires grad"));
+    ck_assert_int_eq(cspmd_type_join_view_write("x", 999999, rr, 0, &out), CSPMD_ERR_MISUSE);
+}
+END_TEST
+
+START_TEST(test_view_read_is_quiet)
+{
+    cspmd_type_t rr = two(CSPMD_LT_R, CSPMD_LT_R), rv = two(CSPMD_LT_R, CSPMD_LT_V);
+    cspmd_type_t rp = two(CSPMD_LT_R, CSPMD_LT_P);
+    ck_assert_uint_eq(cspmd_type_view_read(rr, rv), rv); /* base became V */
+    ck_assert_uint_eq(cspmd_type_view_read(rv, rr), rv);
+    ck_assert_uint_eq(cspmd_type_view_read(rr, rr), rr);
+    ck_assert_uint_eq(cspmd_type_view_read(CSPMD_TYPE_UNTYPED, rv), CSPMD_TYPE_UNTYPED);
+    ck_assert_uint_eq(cspmd_type_view_read(rr, CSPMD_TYPE_UNTYPED), rr);
+    ck_assert_uint_eq(cspmd_type_view_read(rr, 999999), rr); /* invalid base: own */
+    (void)cspmd_error_set(CSPMD_ERR_VALUE, "sentinel");
+    ck_assert_uint_eq(cspmd_type_view_read(rp, rr), rp); /* annotated apart: own */
+    ck_assert_str_eq(cspmd_last_error(), "sentinel");    /* and no message written */
+}
+END_TEST
+
+Suite *suite_view_rules(void)
+{
+    Suite *s = suite_create("view_rules");
+    TCase *tc = tcase_create("view_rules");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, test_write_joins_per_axis);
+    tcase_add_test(tc, test_write_refusals_name_op_axis_and_types);
+    tcase_add_test(tc, test_view_read_is_quiet);
+    suite_add_tcase(s, tc);
+    return s;
+}
