@@ -175,15 +175,15 @@ at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, i
     if (!bad_options.empty())
         throw_core_error(CSPMD_ERR_VALUE, bad_options);
     Resolved r = resolve(op, types, dims, !sizes_a.empty() || !sizes_b.empty(), expert);
+    const char *fn = cspmd_coll_name(static_cast<cspmd_coll_t>(op));  // as called
     if (r.noop) {
-        collective_check_input(x, cspmd_coll_name(static_cast<cspmd_coll_t>(op)), axis, r.src.ltype, r.src.shard_dim);
+        collective_check_input(x, fn, axis, r.src.ltype, r.src.shard_dim);
         return x.alias();
     }
     auto dt = resolve_dtypes(r, x, dtypes, false);
     bool checking = key_enabled();
     cspmd_type_t out_type = CSPMD_TYPE_UNTYPED;
     if (checking) {
-        const char *fn = cspmd_coll_name(static_cast<cspmd_coll_t>(op));  // as called
         cspmd_status_t st = cspmd_coll_infer(fn, static_cast<cspmd_axis_t>(axis), r.src.ltype,
                                              r.dst.ltype, impl_get_type(x.unsafeGetTensorImpl()),
                                              &out_type);
@@ -191,8 +191,7 @@ at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, i
             raise_with_context(st, fn, x, static_cast<cspmd_axis_t>(axis), r.src, r.dst);
     }
     if (checking && cspmd_trace_enabled())
-        trace_collective(cspmd_coll_name(static_cast<cspmd_coll_t>(op)), x, static_cast<cspmd_axis_t>(axis), r.src, r.dst,
-                         out_type);
+        trace_collective(fn, x, static_cast<cspmd_axis_t>(axis), r.src, r.dst, out_type);
     cspmd_coll_call_t call{};
     call.op = r.op;
     call.group = group.c_str();

@@ -7,6 +7,7 @@ user line, and collectives produce outputs of the right shape and type
 without communicating.
 """
 
+import contextlib
 import warnings
 
 import pytest
@@ -30,6 +31,13 @@ def _make(where, shape, type_, requires_grad=False):
     return spmd.assert_type(x, type_)
 
 
+def _on(where, fn):
+    """fn(where), under FakeTensorMode for "fake" (the mode stays open while
+    fn builds and uses its tensors)."""
+    with FakeTensorMode() if where == "fake" else contextlib.nullcontext():
+        return fn(where)
+
+
 def _relu_of_partial(where):
     x = _make(where, (4, 3), {"dp": R, "tp": P})
     with pytest.raises(spmd.SpmdTypeError) as e:
@@ -40,11 +48,7 @@ def _relu_of_partial(where):
 @pytest.mark.parametrize("where", ["meta", "fake"])
 def test_relu_of_partial_same_error_and_line_as_cpu(checked, where):
     want = _relu_of_partial("cpu")
-    if where == "fake":
-        with FakeTensorMode():
-            got = _relu_of_partial(where)
-    else:
-        got = _relu_of_partial(where)
+    got = _on(where, _relu_of_partial)
     assert got == want
     assert "aten::relu" in got and "test_meta_fake.py" in got
 
@@ -67,12 +71,10 @@ def _collectives(where):
 @pytest.mark.parametrize("where", ["meta", "fake"])
 def test_collectives_shapes_and_types_as_cpu(checked, where):
     want = _collectives("cpu")
+    got = _on(where, _collectives)
     if where == "fake":
-        with FakeTensorMode():
-            got = _collectives(where)
         assert all(kind is FakeTensor for _, _, kind, _ in got)
     else:
-        got = _collectives(where)
         assert all(dev == "meta" for _, dev, _, _ in got)
     assert [(s, t) for s, _, _, t in got] == [(s, t) for s, _, _, t in want]
 
@@ -93,11 +95,7 @@ def _train_step(where):
 @pytest.mark.parametrize("where", ["meta", "fake"])
 def test_backward_grad_types_as_cpu(checked, where):
     want = _train_step("cpu")
-    if where == "fake":
-        with FakeTensorMode():
-            got = _train_step(where)
-    else:
-        got = _train_step(where)
+    got = _on(where, _train_step)
     assert got == want
     assert want[0] == {"mesh_dp": "P", "mesh_tp": "V"}
 
@@ -114,12 +112,7 @@ def _missing_all_reduce(where):
 
 @pytest.mark.parametrize("where", ["meta", "fake"])
 def test_missing_all_reduce_caught_as_on_cpu(checked, where):
-    want = _missing_all_reduce("cpu")
-    if where == "fake":
-        with FakeTensorMode():
-            assert _missing_all_reduce(where) == want
-    else:
-        assert _missing_all_reduce(where) == want
+    assert _on(where, _missing_all_reduce) == _missing_all_reduce("cpu")
 
 
 def test_meta_construction_then_to_empty_keeps_types(mesh):

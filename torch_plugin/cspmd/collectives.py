@@ -160,9 +160,9 @@ def _base(t):
 
 
 def all_reduce(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any, inplace: bool = False,
-                 op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
-                 async_op: bool = False,
-                 backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
+               op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+               async_op: bool = False,
+               backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Sum over the ranks of ``axis``: P -> R (backward: all_reduce) or P -> I
     (backward: no-op).  ``src=V`` first reinterprets V as P.
 
@@ -179,10 +179,10 @@ def all_reduce(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any, inplace: b
 
 
 def all_gather(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any,
-                 gather_dim: Optional[int] = None, split_sizes: Optional[List[int]] = None,
-                 op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
-                 async_op: bool = False,
-                 backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
+               gather_dim: Optional[int] = None, split_sizes: Optional[List[int]] = None,
+               op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+               async_op: bool = False,
+               backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Gather V -> R|I: stack along ``gather_dim`` (src=V, default 0) or
     concatenate along i (src=S(i), optionally uneven ``split_sizes``).
 
@@ -195,10 +195,10 @@ def all_gather(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any,
 
 
 def reduce_scatter(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any = V,
-                     scatter_dim: Optional[int] = None, split_sizes: Optional[List[int]] = None,
-                     op_dtype: Optional[torch.dtype] = None,
-                     out_dtype: Optional[torch.dtype] = None, async_op: bool = False,
-                     backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
+                   scatter_dim: Optional[int] = None, split_sizes: Optional[List[int]] = None,
+                   op_dtype: Optional[torch.dtype] = None,
+                   out_dtype: Optional[torch.dtype] = None, async_op: bool = False,
+                   backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Sum and scatter P -> V (unbind along ``scatter_dim``) or P -> S(i)
     (chunk along i, optionally uneven ``split_sizes``).
 
@@ -213,12 +213,12 @@ def reduce_scatter(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any = V,
 
 
 def all_to_all(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any = V,
-                 split_dim: Optional[int] = None, concat_dim: Optional[int] = None,
-                 output_split_sizes: Optional[List[int]] = None,
-                 input_split_sizes: Optional[List[int]] = None,
-                 op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
-                 async_op: bool = False,
-                 backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
+               split_dim: Optional[int] = None, concat_dim: Optional[int] = None,
+               output_split_sizes: Optional[List[int]] = None,
+               input_split_sizes: Optional[List[int]] = None,
+               op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+               async_op: bool = False,
+               backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Exchange V|S(i) -> V|S(j): split along ``split_dim``, send piece s to
     rank s, concatenate (or stack, for V->V) along ``concat_dim``.
 
@@ -230,9 +230,9 @@ def all_to_all(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any = V,
 
 
 def reinterpret(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: bool = False,
-                  op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
-                  async_op: bool = False,
-                  backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
+                op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+                async_op: bool = False,
+                backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Change the type, never the local data.  I -> V and I -> P
     run as two nodes (I -> R, then R -> V|P).
 
@@ -281,9 +281,9 @@ def _same_base_noop(src, dst):
 
 
 def convert(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: bool = False,
-              op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
-              async_op: bool = False,
-              backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
+            op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+            async_op: bool = False,
+            backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Change the type, keep the meaning, no communication: e.g.
     R -> S(d) keeps this rank's chunk, R -> P zeroes every rank but 0.
 
@@ -297,9 +297,9 @@ def convert(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: bool
 
 
 def redistribute(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
-                   op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
-                   async_op: bool = False,
-                   backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
+                 op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+                 async_op: bool = False,
+                 backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Change the type, keep the meaning, communicating if needed.
 
     >>> y = redistribute(x, tp, src=S(0), dst=R)  # doctest: +SKIP
@@ -312,9 +312,9 @@ def redistribute(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
 
 
 def shard(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
-            op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
-            async_op: bool = False,
-            backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
+          op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+          async_op: bool = False,
+          backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """``convert`` to ``dst=S(i)`` (no expert mode).
 
     >>> y = shard(x, tp, src=R, dst=S(0))  # doctest: +SKIP
@@ -326,9 +326,9 @@ def shard(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
 
 
 def unshard(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
-              op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
-              async_op: bool = False,
-              backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
+            op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+            async_op: bool = False,
+            backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """``all_gather`` from ``src=S(i)``.
 
     >>> y = unshard(x, tp, src=S(0), dst=R)  # doctest: +SKIP
@@ -340,8 +340,8 @@ def unshard(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
 
 
 def invariant_to_replicate(x: torch.Tensor, axis: Any, *, op_dtype: Optional[torch.dtype] = None,
-                             out_dtype: Optional[torch.dtype] = None, async_op: bool = False,
-                             backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
+                           out_dtype: Optional[torch.dtype] = None, async_op: bool = False,
+                           backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """I -> R: identity forward, all_reduce in backward.
 
     >>> y = invariant_to_replicate(x, tp)  # doctest: +SKIP
