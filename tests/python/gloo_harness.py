@@ -15,6 +15,7 @@ import datetime
 import importlib
 import importlib.util
 import os
+import pickle
 import queue
 import socket
 import sys
@@ -58,7 +59,10 @@ def _entry(rank, ws, port, module, path, name, args, pg_timeout, q):
             "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ws,
             timeout=datetime.timedelta(seconds=pg_timeout))
         fn = _load(module, path, name)
-        res = fn(rank, ws, *args)
+        # Plain pickle, by value: a tensor put on the queue as-is travels as a
+        # shared-memory handle that dies with this process, which may exit
+        # before the parent unpickles it.
+        res = pickle.dumps(fn(rank, ws, *args))
         q.put((rank, True, res))
     except BaseException:  # noqa: BLE001 -- report everything to the parent
         q.put((rank, False, traceback.format_exc()))
@@ -116,7 +120,10 @@ def run_world(ws, fn, *args, timeout=60.0, pg_timeout=30.0, grace=10.0):
                             f"rank(s) {dead} exited with codes "
                             f"{[procs[r].exitcode for r in dead]} without a result")
                 continue
-            (results if ok else errors)[rank] = payload
+            if ok:
+                results[rank] = pickle.loads(payload)
+            else:
+                errors[rank] = payload
             if not ok:  # the others may now wait forever in a collective
                 deadline = min(deadline, time.monotonic() + grace)
         for p in procs:
