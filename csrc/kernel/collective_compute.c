@@ -406,6 +406,13 @@ static cspmd_status_t body(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_
     }
 }
 
+/* The collectives whose result torch returns as a new contiguous tensor. */
+static int moves_data(cspmd_coll_t op)
+{
+    return op == CSPMD_COLL_ALL_GATHER || op == CSPMD_COLL_REDUCE_SCATTER ||
+           op == CSPMD_COLL_ALL_TO_ALL;
+}
+
 cspmd_status_t cspmd_collective_compute(const cspmd_coll_call_t *c, cspmd_tensor_t *x,
                                         cspmd_tensor_t **out)
 {
@@ -422,6 +429,14 @@ cspmd_status_t cspmd_collective_compute(const cspmd_coll_call_t *c, cspmd_tensor
     cspmd_tensor_release(xin);
     if (st != CSPMD_OK)
         return st;
+    if (moves_data(c->op)) { /* a gather or scatter along dim d > 0 ends in a movedim */
+        cspmd_tensor_t *yc;
+        st = cspmd_op_contiguous(y, &yc);
+        cspmd_tensor_release(y);
+        if (st != CSPMD_OK)
+            return st;
+        y = yc;
+    }
     if (c->out_dtype < 0 || c->out_dtype == cspmd_tensor_dtype(y)) {
         *out = y;
         return CSPMD_OK;

@@ -112,3 +112,24 @@ def test_collectives_on_a_large_fake_group(ws):
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().endswith("ok")
+
+
+def test_foreach_over_ten_thousand_tensors_types_each(full, checked):
+    xs = [torch.randn(2) for _ in range(10_000)]
+    for i, x in enumerate(xs):
+        spmd.assert_type(x, full(V if i % 3 == 0 else R))
+    ys = torch._foreach_add(xs, 1.0)
+    assert [ltype(y)["mesh_tp"] for y in ys] == ["V" if i % 3 == 0 else "R" for i in range(10_000)]
+    torch._foreach_mul_(xs, ys)  # in place, element by element
+    assert ltype(xs[9_999])["mesh_tp"] == "V" and ltype(xs[9_998])["mesh_tp"] == "R"
+
+
+def test_foreach_with_one_partial_among_ten_thousand(full, checked):
+    xs = rs(10_000, full(R))
+    xs[9_999] = torch.randn(2)
+    spmd.assert_type(xs[9_999], full(P))
+    before = [x.clone() for x in xs[-2:]]
+    with pytest.raises(SpmdTypeError, match=r"list element \[9999\]: Partial type on axis"):
+        torch._foreach_exp_(xs)
+    with spmd.checker.no_typecheck():  # nothing ran
+        assert all(torch.equal(a, b) for a, b in zip(before, xs[-2:]))

@@ -36,6 +36,9 @@ _BACKWARD_KEYS = ("async_op", "backward_options", "op_dtype", "out_dtype")
 def _check_tensor(x, fn):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{fn}: expected a torch.Tensor, got {type(x).__name__}")
+    if x.is_nested:
+        raise TypeError(f"{fn}: got a nested tensor; cspmd's collectives take strided tensors "
+                        "(run the collective on each component, or on the padded values)")
 
 
 def _ctype(t, x, fn, what):
@@ -83,11 +86,16 @@ def _dtypes(op_dtype, out_dtype, backward_options):
     return out, bad
 
 
-def _dim(d, ndim, what):
+def _dim(d, ndim, fn, what):
+    """d wrapped into 0..ndim-1; a dim out of that range is an argument error,
+    never wrapped twice or taken as "no dim"."""
     if d is None:
         return -1
     if not isinstance(d, int) or isinstance(d, bool):
-        raise ValueError(f"{what} must be an int, got {d!r}")
+        raise ValueError(f"{fn}: {what} must be an int, got {d!r}")
+    if not -ndim <= d < ndim:
+        raise ValueError(f"{fn}: {what}={d} is out of range for {ndim} dims (expected "
+                         f"{-ndim}..{ndim - 1})")
     return d + ndim if d < 0 else d
 
 
@@ -112,6 +120,9 @@ def _group(axis):
         return _groups[pg]
     except (KeyError, TypeError):
         pass
+    if isinstance(pg, (int, float, list, tuple)):  # MeshAxis.of would read a layout size
+        raise TypeError(f"expected a ProcessGroup, MeshAxis or axis name as the axis, got "
+                        f"{type(pg).__name__} {pg!r}")
     axis_id = MeshAxis.of(pg).id  # TypeError for what is not a group
     name = getattr(pg, "group_name", None)
     if not isinstance(name, str):
@@ -124,7 +135,8 @@ def _group(axis):
     return info
 
 
-def _run(fn, op, x, axis, src, dst, *, dims=(None, None), ndim_extra=0, sizes_a=None,
+def _run(fn, op, x, axis, src, dst, *, dims=(None, None), dim_names=("dim", "dim"),
+         ndim_extra=0, sizes_a=None,
          sizes_b=None, op_dtype=None, out_dtype=None, backward_options=None, expert=False,
          inplace=False):
     _check_tensor(x, fn)
@@ -138,7 +150,7 @@ def _run(fn, op, x, axis, src, dst, *, dims=(None, None), ndim_extra=0, sizes_a=
         dim_list = _NO_DIMS
     else:
         nd = x.dim() + ndim_extra
-        dim_list = [_dim(dims[0], nd, "dim"), _dim(dims[1], nd, "dim")]
+        dim_list = [_dim(dims[0], nd, fn, dim_names[0]), _dim(dims[1], nd, fn, dim_names[1])]
     return collective(x, op, group, axis_id, types, dim_list,
                           _NO_SIZES if sizes_a is None else _sizes(sizes_a, "split sizes"),
                           _NO_SIZES if sizes_b is None else _sizes(sizes_b, "split sizes"),
@@ -190,7 +202,8 @@ def all_gather(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any,
     """
     extra = 1 if not isinstance(src, Shard) else 0  # stack adds a dim
     return _run("all_gather", COLL.ALL_GATHER, x, axis, src, dst, dims=(gather_dim, None),
-                ndim_extra=extra, sizes_a=split_sizes, op_dtype=op_dtype, out_dtype=out_dtype,
+                dim_names=("gather_dim", None), ndim_extra=extra, sizes_a=split_sizes,
+                op_dtype=op_dtype, out_dtype=out_dtype,
                 backward_options=backward_options)
 
 
@@ -208,7 +221,8 @@ def reduce_scatter(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any = V,
         x = reinterpret(x, axis, src=V, dst=P)
         src = P
     return _run("reduce_scatter", COLL.REDUCE_SCATTER, x, axis, src, dst, dims=(scatter_dim, None),
-                sizes_a=split_sizes, op_dtype=op_dtype, out_dtype=out_dtype,
+                dim_names=("scatter_dim", None), sizes_a=split_sizes, op_dtype=op_dtype,
+                out_dtype=out_dtype,
                 backward_options=backward_options)
 
 
@@ -225,7 +239,8 @@ def all_to_all(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any = V,
     >>> y = all_to_all(x, tp, src=S(0), dst=S(1))  # doctest: +SKIP
     """
     return _run("all_to_all", COLL.ALL_TO_ALL, x, axis, src, dst, dims=(split_dim, concat_dim),
-                sizes_a=output_split_sizes, sizes_b=input_split_sizes, op_dtype=op_dtype,
+                dim_names=("split_dim", "concat_dim"), sizes_a=output_split_sizes,
+                sizes_b=input_split_sizes, op_dtype=op_dtype,
                 out_dtype=out_dtype, backward_options=backward_options)
 
 

@@ -19,6 +19,19 @@ __all__ = ["MeshAxis", "set_current_mesh", "current_mesh", "current_mesh_names",
            "current_mesh_all_names", "normalize_axis", "flatten_axes", "set_printoptions"]
 
 
+def _check_axis_id(axis_id):
+    """A core axis id, or TypeError/ValueError saying what was given."""
+    if not isinstance(axis_id, int) or isinstance(axis_id, bool):
+        raise TypeError(f"MeshAxis(axis_id) takes a core axis id (an int); got "
+                        f"{type(axis_id).__name__} {axis_id!r}. Use MeshAxis.of(process_group) "
+                        f"or MeshAxis.of(size, stride)")
+    try:
+        ops.axis_layout(axis_id)
+    except RuntimeError:
+        raise ValueError(f"MeshAxis({axis_id}): no axis has this id. Use "
+                         f"MeshAxis.of(process_group) or MeshAxis.of(size, stride)") from None
+
+
 class MeshAxis:
     """Which ranks communicate together: a layout of (size, stride) modes.
 
@@ -33,7 +46,8 @@ class MeshAxis:
     def __new__(cls, axis_id):
         with cls._lock:
             obj = cls._by_id.get(axis_id)
-            if obj is None:
+            if obj is None or axis_id.__class__ is not int:  # True would hit id 1
+                _check_axis_id(axis_id)
                 obj = super().__new__(cls)
                 obj._id = axis_id
                 cls._by_id[axis_id] = obj
