@@ -491,6 +491,49 @@ CSPMD_API cspmd_status_t cspmd_coll_dtypes(cspmd_coll_t op, cspmd_ctype_t src, c
                                            int *out_dtype);
 
 
+/* Whether a conversion changes nothing: reinterpret, convert or
+ * redistribute whose src and dst agree -- the same local type, and for two
+ * shards the same dim (as written: S(-1) and S(1) differ).  The caller then
+ * returns the input once its type on the axis is checked to be src. */
+CSPMD_API int cspmd_coll_noop(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst);
+
+/* torch.chunk sizing of an extent n over ws ranks: piece s starts at
+ * s * ceil(n / ws) and the last pieces are short (or empty).  Writes the
+ * piece's offset and length.  VALUE when n < 0, ws < 1 or s outside
+ * 0..ws-1. */
+CSPMD_API cspmd_status_t cspmd_coll_chunk(int64_t n, int64_t ws, int64_t s, int64_t *off,
+                                          int64_t *len);
+
+/* One resolved collective call: the routed op, its (src, dst) and dims as
+ * cspmd_coll_dims resolved them. */
+typedef struct cspmd_coll_step {
+    cspmd_coll_t op;
+    cspmd_ctype_t src, dst;
+    int64_t dim_a, dim_b;
+} cspmd_coll_step_t;
+
+/* What the backward of a forward call needs from the forward beyond its
+ * step: the split sizes it must pass (given, swapped, or computed). */
+typedef enum cspmd_coll_sizes {
+    CSPMD_COLL_SIZES_SAME,    /* the forward's sizes_a, sizes_b as they are   */
+    CSPMD_COLL_SIZES_SWAPPED, /* the forward's sizes_b as sizes_a and back    */
+    CSPMD_COLL_SIZES_CHUNKS   /* sizes_a = the cspmd_coll_chunk pieces of the
+                               * forward input's dst shard dim, no sizes_b   */
+} cspmd_coll_sizes_t;
+
+/* The backward call of a forward call: op and types from
+ * cspmd_coll_backward, except that all_to_all reverses its exchange (split
+ * on the forward's concat dim, concat on its split dim, typed S(forward
+ * split) -> S(forward concat) so shard semantics are kept); a backward
+ * with a shard on either side lets the shard dims decide (dims -1).
+ * has_sizes: the forward was given split sizes; *sizes says which sizes
+ * the backward takes (convert R|I -> S(d) without sizes split with
+ * torch.chunk sizing, and its backward places each piece at its own
+ * offset).  Errors as cspmd_coll_backward; MISUSE for NULL. */
+CSPMD_API cspmd_status_t cspmd_coll_backward_step(const cspmd_coll_step_t *fwd, int has_sizes,
+                                                  cspmd_coll_step_t *bwd,
+                                                  cspmd_coll_sizes_t *sizes);
+
 /* ===================================================================== */
 /* Backward (cspmd's gradient duality)                                    */
 /* ===================================================================== */

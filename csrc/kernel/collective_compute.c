@@ -327,14 +327,14 @@ static cspmd_status_t convert(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int
             }
             TRY(cspmd_op_select(x, d, r, out));
         } else { /* S(d): torch.chunk sizing */
-            int64_t k = (n + ws - 1) / ws;
-            if (r * k >= n && !(n == 0)) {
+            int64_t off, len;
+            TRY(cspmd_coll_chunk(n, ws, r, &off, &len));
+            if (off >= n && n != 0) {
                 st = value_error("convert(R, S(%lld)): extent %lld splits into fewer than %lld "
                                  "chunks", (long long)d, (long long)n, (long long)ws);
                 goto done;
             }
-            int64_t len = n - r * k < k ? n - r * k : k;
-            TRY(cspmd_op_narrow(x, d, r * k, len < 0 ? 0 : len, out));
+            TRY(cspmd_op_narrow(x, d, off, len, out));
         }
         goto done;
     }

@@ -238,28 +238,34 @@ struct CollectiveFn : torch::autograd::Function<CollectiveFn> {
                               std::string group, int64_t axis, IntList types, IntList dims,
                               IntList sizes_a, IntList sizes_b, IntList dtypes, bool expert,
                               bool inplace, std::string unused_bad_options) {
-        Resolved r = resolve(op, types, dims, !sizes_a.empty() || !sizes_b.empty(), expert);
-        // One packed entry per kind: saved_data is a string-keyed map.
+        bool has_sizes = !sizes_a.empty() || !sizes_b.empty();
+        Resolved r = resolve(op, types, dims, has_sizes, expert);
+        // The core names the backward call now; it is saved packed, one
+        // entry per kind (saved_data is a string-keyed map).
+        cspmd_coll_step_t fwd{r.op, r.src, r.dst, r.a, r.b}, bwd{};
+        cspmd_coll_sizes_t bsizes = CSPMD_COLL_SIZES_SAME;
+        if (!r.noop)
+            check(cspmd_coll_backward_step(&fwd, has_sizes ? 1 : 0, &bwd, &bsizes));
         ctx->saved_data["p"] = std::vector<int64_t>{
-            r.op,          r.noop ? 1 : 0, axis,     r.src.ltype, r.src.shard_dim, r.dst.ltype,
-            r.dst.shard_dim, r.a,          r.b,      static_cast<int64_t>(x.scalar_type())};
+            r.noop ? 1 : 0,   axis,          bwd.op,    bwd.src.ltype,
+            bwd.src.shard_dim, bwd.dst.ltype, bwd.dst.shard_dim, bwd.dim_a,
+            bwd.dim_b,        static_cast<int64_t>(x.scalar_type())};
         ctx->saved_data["group"] = group;
-        // convert R|I -> S(d) splits with torch.chunk sizing (ceil(n/ws) per
-        // rank, the last ones short): the backward places each piece at its
-        // own offset, so it needs the pieces' sizes.
-        if (r.op == CSPMD_COLL_CONVERT && r.dst.shard_dim >= 0 && sizes_a.empty() &&
-            r.src.ltype != CSPMD_LT_V) {
-            int64_t rank = 0, ws = 1;
+        if (bsizes == CSPMD_COLL_SIZES_CHUNKS) {
+            int64_t rank = 0, ws = 1, off = 0, len = 0;
             check(cspmd_group_info(group.c_str(), &rank, &ws));
-            int64_t n = x.size(r.dst.shard_dim), k = (n + ws - 1) / ws;
+            int64_t n = x.size(r.dst.shard_dim);
             std::vector<int64_t> pieces;
-            for (int64_t s = 0; s < ws; s++)
-                pieces.push_back(std::max<int64_t>(0, std::min(k, n - s * k)));
+            for (int64_t s = 0; s < ws; s++) {
+                check(cspmd_coll_chunk(n, ws, s, &off, &len));
+                pieces.push_back(len);
+            }
             ctx->saved_data["sizes_a"] = pieces;
             ctx->saved_data["sizes_b"] = std::vector<int64_t>();
-        } else if (!sizes_a.empty() || !sizes_b.empty()) {
-            ctx->saved_data["sizes_a"] = vec(sizes_a);
-            ctx->saved_data["sizes_b"] = vec(sizes_b);
+        } else if (has_sizes) {
+            bool swap = bsizes == CSPMD_COLL_SIZES_SWAPPED;
+            ctx->saved_data["sizes_a"] = vec(swap ? sizes_b : sizes_a);
+            ctx->saved_data["sizes_b"] = vec(swap ? sizes_a : sizes_b);
         }
         if (dtypes.size() > 2)
             ctx->saved_data["dtypes"] = vec(dtypes);
@@ -274,33 +280,15 @@ struct CollectiveFn : torch::autograd::Function<CollectiveFn> {
     static tensor_list backward(AutogradContext *ctx, tensor_list grads) {
         tensor_list out(12);
         auto p = ctx->saved_data["p"].toIntVector();
-        if (p[1]) {
+        if (p[0]) {  // a no-op forward: the gradient passes through
             out[0] = grads[0];
             return out;
         }
-        auto op = static_cast<cspmd_coll_t>(p[0]);
-        std::vector<int64_t> t{p[3], p[4], p[5], p[6]};
-        std::vector<int64_t> dims{p[7], p[8]};
         auto saved = [&](const char *k) {
             auto it = ctx->saved_data.find(k);
             return it == ctx->saved_data.end() ? std::vector<int64_t>() : it->second.toIntVector();
         };
         auto sa = saved("sizes_a"), sb = saved("sizes_b"), dtypes = saved("dtypes");
-        cspmd_coll_t bop;
-        cspmd_ctype_t bs, bd;
-        check(cspmd_coll_backward(op, ctype(t[0], t[1]), ctype(t[2], t[3]), &bop, &bs, &bd));
-        if (op == CSPMD_COLL_ALL_TO_ALL) {
-            // The reverse exchange: split on the forward's concat dim, concat
-            // on its split dim, sizes swapped.  Shard semantics are kept by
-            // typing it S(fwd split) -> S(fwd concat).
-            bool stack = t[1] < 0 && t[3] < 0;
-            bs = ctype(CSPMD_LT_V, stack ? -1 : dims[0]);
-            bd = ctype(CSPMD_LT_V, stack ? -1 : dims[1]);
-            std::swap(dims[0], dims[1]);
-            std::swap(sa, sb);
-        } else if (bs.shard_dim >= 0 || bd.shard_dim >= 0) {
-            dims = {-1, -1};  // the shard dims decide
-        }
         // backward_options: the next level of (op_dtype, out_dtype); a
         // missing out_dtype brings gradients back in the input's dtype.
         std::vector<int64_t> bdt;
@@ -310,9 +298,9 @@ struct CollectiveFn : torch::autograd::Function<CollectiveFn> {
             bdt = {-1, -1};
         if (bdt[1] < 0)
             bdt[1] = p[9];
-        std::vector<int64_t> btypes{bs.ltype, bs.shard_dim, bd.ltype, bd.shard_dim};
-        out[0] = call_collective(grads[0], bop, ctx->saved_data["group"].toStringRef(), p[2],
-                                 btypes, dims, sa, sb, bdt, true, false);
+        std::vector<int64_t> btypes{p[3], p[4], p[5], p[6]}, bdims{p[7], p[8]};
+        out[0] = call_collective(grads[0], p[2], ctx->saved_data["group"].toStringRef(), p[1],
+                                 btypes, bdims, sa, sb, bdt, true, false);
         return out;
     }
 };

@@ -214,6 +214,15 @@ int64_t type_merge_scalars(int64_t a, int64_t b) {
 }
 
 int64_t type_dual(int64_t type) { return cspmd_type_dual(to_type(type)); }
+int64_t ltype_dual(int64_t lt) { return cspmd_ltype_dual(static_cast<cspmd_ltype_t>(lt)); }
+
+bool coll_noop(int64_t op, int64_t src_lt, int64_t src_dim, int64_t dst_lt, int64_t dst_dim) {
+    if (op < 0 || op >= CSPMD_COLL_COUNT)
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: collective code out of range");
+    cspmd_ctype_t src{static_cast<cspmd_ltype_t>(src_lt), static_cast<int32_t>(src_dim)};
+    cspmd_ctype_t dst{static_cast<cspmd_ltype_t>(dst_lt), static_cast<int32_t>(dst_dim)};
+    return cspmd_coll_noop(static_cast<cspmd_coll_t>(op), src, dst) != 0;
+}
 int64_t type_local(int64_t type) { return cspmd_type_local(to_type(type)); }
 
 void pending_scalars(IntList types) {
@@ -405,6 +414,8 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(type_format);
         CSPMD_BIND(type_refine);
         CSPMD_BIND(type_dual);
+        CSPMD_BIND(ltype_dual);
+        CSPMD_BIND(coll_noop);
         CSPMD_BIND(type_mutate);
         CSPMD_BIND(type_reinterpret_no_grad);
         CSPMD_BIND(type_merge_scalars);

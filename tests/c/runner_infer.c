@@ -8,6 +8,7 @@ int main(void)
     SRunner *sr = srunner_create(suite_infer());
     srunner_add_suite(sr, suite_rules());
     srunner_add_suite(sr, suite_coll());
+    srunner_add_suite(sr, suite_coll_plan());
     srunner_add_suite(sr, suite_grad());
     srunner_add_suite(sr, suite_raw());
     srunner_run_all(sr, CK_NORMAL);

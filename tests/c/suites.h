@@ -8,6 +8,7 @@ Suite *suite_mesh(void);
 Suite *suite_infer(void);
 Suite *suite_rules(void);
 Suite *suite_coll(void);
+Suite *suite_coll_plan(void);
 Suite *suite_grad(void);
 Suite *suite_raw(void);
 Suite *suite_compat(void);

@@ -41,20 +41,36 @@ def _check_tensor(x, fn):
                         "(run the collective on each component, or on the padded values)")
 
 
-def _ctype(t, x, fn, what):
-    """[ltype, shard_dim] for the core; S(d) canonicalized against x.ndim."""
+def _ctype_or_none(t, ndim):
+    """[ltype, shard_dim] for the core (S(d) canonicalized against ndim),
+    None for what is not a type or a shard dim out of range."""
     if t.__class__ is PerMeshAxisLocalSpmdType:
         return [t._value_, -1]
     if isinstance(t, Shard):
-        d = t.dim + x.dim() if t.dim < 0 else t.dim
-        if not 0 <= d < max(x.dim(), 0) or x.dim() == 0:
-            from ._errors import SpmdTypeError
-            raise SpmdTypeError(f"{fn}: {what}=S({t.dim}) is out of range for a tensor with "
-                                f"{x.dim()} dims")
-        return [V.value, d]
+        d = t.dim + ndim if t.dim < 0 else t.dim
+        return [V.value, d] if 0 <= d < ndim else None
     if isinstance(t, PerMeshAxisLocalSpmdType):
         return [t.value, -1]
+    return None
+
+
+def _ctype(t, x, fn, what):
+    """[ltype, shard_dim] for the core, or the error for a bad src/dst."""
+    c = _ctype_or_none(t, x.dim())
+    if c is not None:
+        return c
+    if isinstance(t, Shard):
+        from ._errors import SpmdTypeError
+        raise SpmdTypeError(f"{fn}: {what}=S({t.dim}) is out of range for a tensor with "
+                            f"{x.dim()} dims")
     raise ValueError(f"{fn} {what} must be one of R, I, V, P or S(i), got {t!r}")
+
+
+def _is_noop(op, x, src, dst):
+    """Whether the core calls this conversion a no-op (src and dst agree);
+    a bad src/dst is not one: the call raises for it."""
+    a, b = _ctype_or_none(src, x.dim()), _ctype_or_none(dst, x.dim())
+    return a is not None and b is not None and _ops.coll_noop(op, a[0], a[1], b[0], b[1])
 
 
 def _dtype_code(dt, what):
@@ -167,10 +183,6 @@ def _unchanged(fn, x, axis, src, dst):
     return x
 
 
-def _base(t):
-    return V if isinstance(t, Shard) else t
-
-
 def all_reduce(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any, inplace: bool = False,
                op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
                async_op: bool = False,
@@ -258,7 +270,7 @@ def reinterpret(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: 
         if isinstance(t, Shard):
             raise ValueError("reinterpret does not support S(i). Use convert() to change how "
                              "a tensor is sharded.")
-    if src is dst:
+    if _is_noop(COLL.REINTERPRET, x, src, dst):
         return _unchanged("reinterpret", x, axis, src, dst)
     if src is I and dst in (V, P):
         bw = backward_options or {}
@@ -290,11 +302,6 @@ def _check_composed_options(backward_options):
             "for composed operations (reinterpret I->V, I->P)")
 
 
-def _same_base_noop(src, dst):
-    return _base(src) is _base(dst) and not (
-        isinstance(src, Shard) and isinstance(dst, Shard) and src.dim != dst.dim)
-
-
 def convert(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: bool = False,
             op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
             async_op: bool = False,
@@ -305,7 +312,7 @@ def convert(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: bool
     >>> y = convert(x, tp, src=R, dst=S(0))  # doctest: +SKIP
     """
     _check_tensor(x, "convert")
-    if _same_base_noop(src, dst):
+    if _is_noop(COLL.CONVERT, x, src, dst):
         return _unchanged("convert", x, axis, src, dst)
     return _run("convert", COLL.CONVERT, x, axis, src, dst, op_dtype=op_dtype, out_dtype=out_dtype,
                 backward_options=backward_options, expert=expert_mode)
@@ -320,7 +327,7 @@ def redistribute(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
     >>> y = redistribute(x, tp, src=S(0), dst=R)  # doctest: +SKIP
     """
     _check_tensor(x, "redistribute")
-    if _same_base_noop(src, dst):
+    if _is_noop(COLL.REDISTRIBUTE, x, src, dst):
         return _unchanged("redistribute", x, axis, src, dst)
     return _run("redistribute", COLL.REDISTRIBUTE, x, axis, src, dst, op_dtype=op_dtype,
                 out_dtype=out_dtype, backward_options=backward_options)

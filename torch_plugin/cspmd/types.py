@@ -10,6 +10,7 @@ import typing
 from typing import Any
 
 from ._codes import LT
+from ._lib import ops as _ops
 from ._errors import DTensorPropagationError, RedistributeError, SpmdTypeError
 
 __all__ = [
@@ -50,8 +51,9 @@ R = Replicate = PerMeshAxisLocalSpmdType.R
 I = Invariant = PerMeshAxisLocalSpmdType.I  # noqa: E741
 V = Varying = PerMeshAxisLocalSpmdType.V
 P = Partial = PerMeshAxisLocalSpmdType.P
-_DUAL = {R: P, I: I, V: V, P: R}
 _BY_CODE = {t.value: t for t in PerMeshAxisLocalSpmdType}
+# The core's duality (R<->P, I, V), read once.
+_DUAL = {t: _BY_CODE[_ops.ltype_dual(t.value)] for t in PerMeshAxisLocalSpmdType}
 
 
 class Shard:

@@ -1,0 +1,82 @@
+/*
+ * collective_plan.c -- what a collective call does beyond its type rule:
+ * whether it is a no-op, how a dim is chunked over the ranks, and which
+ * call its backward makes.  The shim and the Python front ask here rather
+ * than decide.
+ */
+#include "cspmd.h"
+
+int cspmd_coll_noop(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst)
+{
+    switch (op) {
+    case CSPMD_COLL_REINTERPRET:
+    case CSPMD_COLL_CONVERT:
+    case CSPMD_COLL_REDISTRIBUTE:
+        if (src.ltype != dst.ltype)
+            return 0;
+        /* V and S(d) share the local type V: a no-op unless both are
+         * shards of different dims. */
+        return !(src.shard_dim >= 0 && dst.shard_dim >= 0 && src.shard_dim != dst.shard_dim);
+    case CSPMD_COLL_ALL_REDUCE:
+    case CSPMD_COLL_ALL_GATHER:
+    case CSPMD_COLL_REDUCE_SCATTER:
+    case CSPMD_COLL_ALL_TO_ALL:
+    case CSPMD_COLL_INVARIANT_TO_REPLICATE:
+        return 0; /* communicates or retypes even between equal types */
+    }
+    return 0;
+}
+
+cspmd_status_t cspmd_coll_chunk(int64_t n, int64_t ws, int64_t s, int64_t *off, int64_t *len)
+{
+    if (off == NULL || len == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_chunk: NULL output");
+    if (n < 0 || ws < 1 || s < 0 || s >= ws)
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "cspmd_coll_chunk: piece %lld of an extent %lld over %lld ranks",
+                               (long long)s, (long long)n, (long long)ws);
+    int64_t k = n / ws + (n % ws != 0); /* ceil(n / ws), without overflow */
+    /* Past the end (s * k >= n, tested without forming s * k): clip to n
+     * so an empty piece still narrows. */
+    int64_t start = s > 0 && k > (n - 1) / s ? n : s * k;
+    *off = start;
+    *len = n - start < k ? n - start : k;
+    return CSPMD_OK;
+}
+
+static cspmd_ctype_t shard_or_v(int stack, int64_t dim)
+{
+    cspmd_ctype_t t = {CSPMD_LT_V, stack ? -1 : (int32_t)dim};
+    return t;
+}
+
+cspmd_status_t cspmd_coll_backward_step(const cspmd_coll_step_t *fwd, int has_sizes,
+                                        cspmd_coll_step_t *bwd, cspmd_coll_sizes_t *sizes)
+{
+    if (fwd == NULL || bwd == NULL || sizes == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_backward_step: NULL argument");
+    cspmd_coll_step_t b;
+    cspmd_status_t st = cspmd_coll_backward(fwd->op, fwd->src, fwd->dst, &b.op, &b.src, &b.dst);
+    if (st != CSPMD_OK)
+        return st;
+    *sizes = CSPMD_COLL_SIZES_SAME;
+    b.dim_a = fwd->dim_a;
+    b.dim_b = fwd->dim_b;
+    if (fwd->op == CSPMD_COLL_ALL_TO_ALL) {
+        /* The reverse exchange: split on the forward's concat dim, concat
+         * on its split dim, sizes swapped. */
+        int stack = fwd->src.shard_dim < 0 && fwd->dst.shard_dim < 0;
+        b.src = shard_or_v(stack, fwd->dim_a);
+        b.dst = shard_or_v(stack, fwd->dim_b);
+        b.dim_a = fwd->dim_b;
+        b.dim_b = fwd->dim_a;
+        *sizes = CSPMD_COLL_SIZES_SWAPPED;
+    } else if (b.src.shard_dim >= 0 || b.dst.shard_dim >= 0) {
+        b.dim_a = b.dim_b = -1; /* the shard dims decide */
+    }
+    if (fwd->op == CSPMD_COLL_CONVERT && fwd->dst.shard_dim >= 0 && !has_sizes &&
+        fwd->src.ltype != CSPMD_LT_V)
+        *sizes = CSPMD_COLL_SIZES_CHUNKS;
+    *bwd = b;
+    return CSPMD_OK;
+}
