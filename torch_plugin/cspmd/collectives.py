@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from ._codes import COLL
+from ._codes import COLL, LT
 from ._lib import collective, ops as _ops
 from .mesh import MeshAxis, process_group_for
 from .types import I, P, PerMeshAxisLocalSpmdType, R, Shard, V
@@ -66,11 +66,29 @@ def _ctype(t, x, fn, what):
     raise ValueError(f"{fn} {what} must be one of R, I, V, P or S(i), got {t!r}")
 
 
+def _noop_table():
+    """{(op, src ltype, dst ltype, two shards of different dims): no-op?},
+    the core's cspmd_coll_noop read once: a plain lookup, which
+    torch.compile traces (a call into the library would break the graph)."""
+    table = {}
+    for op in (COLL.REINTERPRET, COLL.CONVERT, COLL.REDISTRIBUTE):
+        for a in (LT.R, LT.I, LT.V, LT.P):
+            for b in (LT.R, LT.I, LT.V, LT.P):
+                table[op, a, b, False] = _ops.coll_noop(op, a, -1, b, -1)
+                table[op, a, b, True] = _ops.coll_noop(op, a, 0, b, 1)
+    return table
+
+
+_NOOP = _noop_table()
+
+
 def _is_noop(op, x, src, dst):
     """Whether the core calls this conversion a no-op (src and dst agree);
     a bad src/dst is not one: the call raises for it."""
     a, b = _ctype_or_none(src, x.dim()), _ctype_or_none(dst, x.dim())
-    return a is not None and b is not None and _ops.coll_noop(op, a[0], a[1], b[0], b[1])
+    if a is None or b is None:
+        return False
+    return _NOOP[op, a[0], b[0], a[1] >= 0 and b[1] >= 0 and a[1] != b[1]]
 
 
 def _dtype_code(dt, what):
