@@ -49,6 +49,19 @@ unshard = _api(_coll.unshard)
 invariant_to_replicate = _api(_coll.invariant_to_replicate)
 annotate_module = _api(_annotate_module)
 
+# The reference's modules also hold names that are defined here in a module
+# above them (its checker holds local_map; its runtime the regions and
+# registration functions).  They are attached once everything is loaded, so
+# that every import inside the package goes down (tests/python/test_module_dag.py).
+from . import checker as _checker_module  # noqa: E402
+from . import runtime as _runtime_module  # noqa: E402
+
+_checker_module.local_map = local_map
+for _name in ("Infer", "local", "local_map", "register_autograd_function",
+              "register_decomposition", "register_local_autograd_function"):
+    setattr(_runtime_module, _name, globals()[_name])
+del _name
+
 __all__ = [
     # types
     "R", "I", "V", "P", "Replicate", "Invariant", "Varying", "Partial", "S", "Shard",

@@ -187,17 +187,26 @@ def _checked_grad(outputs, inputs, grad_outputs=None, *args, **kwargs):
     return grads
 
 
+def _describe(t):
+    """"parameter f32[4, 8]": a tensor as gradient messages name it."""
+    kind = "parameter" if isinstance(t, torch.nn.Parameter) else "tensor"
+    shape = ", ".join(str(s) for s in t.shape)
+    return f"{kind} {str(t.dtype).replace('torch.', '')}[{shape}]"
+
+
 def _check_leaf_gradients(inputs, grads):
     """autograd.grad returns the gradients of leaf inputs instead of
     accumulating them (no AccumulateGrad runs): check each is the dual of its
     leaf's type, as accumulation would (non-leaf inputs have their hooks)."""
-    from .runtime import _describe
     for t, g in zip(inputs, grads):
         if isinstance(t, torch.Tensor) and t.is_leaf and isinstance(g, torch.Tensor):
             ops.grad_watch_check(t, 0, g, _describe(t))
 
 
 _patch_hooks = []  # (on_fn, off_fn) registered by other modules
+# no_typecheck(**types): a typed region, made by cspmd.regions (a module
+# above this one), which puts its maker here when it loads.
+_typed_region = [None]
 
 
 def _register_patch(on_fn, off_fn):
@@ -244,8 +253,6 @@ def _patch(on):
             (_compiled_runs_eager.on if active else _compiled_runs_eager.off)()
             for on_fn, off_fn in _patch_hooks:
                 (on_fn if active else off_fn)()
-        from .registration import _patch_apply
-        _patch_apply(active)
 
 
 def _bind_groups():
@@ -358,8 +365,7 @@ def no_typecheck(fn: Optional[Callable[..., Any]] = None, /, **kwargs: Any) -> A
             raise TypeError("no_typecheck(fn) requires a callable and no type specifications")
         return _NoTypecheck()(fn)
     if kwargs:
-        from .regions import _typed_no_typecheck
-        return _typed_no_typecheck(kwargs)
+        return _typed_region[0](kwargs)
     return _NoTypecheck()
 
 
@@ -396,5 +402,3 @@ class _TypeChecking:
 
 TYPE_CHECKING = _TypeChecking()
 
-
-from .regions import local_map  # noqa: E402  (regions imports this module)

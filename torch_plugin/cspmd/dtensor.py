@@ -7,92 +7,17 @@ cheap; the to_local/from_local hooks are installed when the first
 ``typecheck()`` region starts and removed when the last one ends.
 """
 
-from typing import Any, Sequence, Union
+from typing import Any
 
 import torch
 
 from .checker import _register_patch, is_type_checking, no_typecheck
 from .mesh import MeshAxis
-from .types import I, P, R, S, Shard, V
+from .types import (DimSharding, I, P, R, S, Shard, TensorSharding, V,  # noqa: F401
+                    _normalize_dim_sharding)
 
 __all__ = ["dtensor_placement_to_spmd_type", "spmd_type_to_dtensor_placement",
            "spmd_redistribute", "TensorSharding", "DimSharding"]
-
-
-# ---- TensorSharding -------------------------------------------
-
-#: Sharding of one tensor dim: None (replicated), one mesh-dim name, or a
-#: sequence of names (major to minor).
-DimSharding = Union[None, str, Sequence[str]]
-
-
-def _normalize_dim_sharding(d, what="dim sharding"):
-    if d is None:
-        return ()
-    if isinstance(d, str):
-        return (d,)
-    if isinstance(d, (list, tuple)) and all(isinstance(n, str) for n in d):
-        return tuple(d)
-    raise TypeError(f"{what} must be None, a mesh dim name or a sequence of names, got {d!r}")
-
-
-class TensorSharding:
-    """Per tensor dim, the DeviceMesh dim names it is sharded on.
-
-    Tuple-like, but a pytree *leaf*; equal to a plain tuple with the same
-    entries; supports ``+``.
-
-    >>> TensorSharding("tp", None) == ("tp", None)
-    True
-    >>> TensorSharding("dp") + TensorSharding(None, "tp")
-    TensorSharding('dp', None, 'tp')
-    """
-
-    __slots__ = ("_values",)
-
-    def __init__(self, *dim_shardings):
-        for i, d in enumerate(dim_shardings):
-            _normalize_dim_sharding(d, f"TensorSharding entry {i}")
-        object.__setattr__(self, "_values", tuple(dim_shardings))
-
-    def __setattr__(self, name, value):
-        raise AttributeError("TensorSharding is immutable")
-
-    def __repr__(self):
-        return f"TensorSharding({repr(self._values)[1:-1].rstrip(',')})"
-
-    def __getitem__(self, i):
-        return self._values[i]
-
-    def __iter__(self):
-        return iter(self._values)
-
-    def __len__(self):
-        return len(self._values)
-
-    def __eq__(self, other):
-        if isinstance(other, TensorSharding):
-            return self._values == other._values
-        if isinstance(other, tuple):
-            return self._values == other
-        return NotImplemented
-
-    def __ne__(self, other):
-        eq = self.__eq__(other)
-        return eq if eq is NotImplemented else not eq
-
-    def __hash__(self):
-        return hash(self._values)
-
-    def __add__(self, other):
-        if isinstance(other, (TensorSharding, tuple)):
-            return TensorSharding(*self._values, *tuple(other))
-        return NotImplemented
-
-    def __radd__(self, other):
-        if isinstance(other, tuple):
-            return TensorSharding(*other, *self._values)
-        return NotImplemented
 
 
 # ---- placements <-> types --------------------------------------------------
@@ -215,7 +140,7 @@ def _stamped(local, mesh, names, types):
     """An alias of ``local`` typed ``{axis of mesh dim n: types[n]}`` (S -> V):
     a DTensor's local tensor carries no type of its own."""
     from ._lib import ops
-    from .runtime import _type_id
+    from ._type_ids import _type_id
     with no_typecheck():
         alias = local.view_as(local)
     t = {MeshAxis.of(mesh.get_group(i)): V if isinstance(types[n], Shard) else types[n]

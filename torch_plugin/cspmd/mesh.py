@@ -141,6 +141,15 @@ class MeshAxis:
 _debug = [os.environ.get("MESH_AXIS_DEBUG", "") == "1"]
 ops.axis_print_debug_set(_debug[0])
 _names = {}  # every registered name -> axis
+_dist_state = {"module": None}  # set_dist's stand-in for torch.distributed
+
+
+def set_dist(module: Any) -> None:
+    """Use ``module`` instead of torch.distributed for rank and group queries
+    (None restores torch.distributed)."""
+    _dist_state["module"] = module
+
+
 _group_axes = weakref.WeakKeyDictionary()
 
 
@@ -156,8 +165,7 @@ def _axis_of_group(pg):
         return cached
     import torch.distributed as dist
 
-    from .runtime import _dist
-    d = _dist() or dist
+    d = _dist_state["module"] or dist
     try:
         ranks = d.get_process_group_ranks(pg)
     except Exception as e:  # not a process group

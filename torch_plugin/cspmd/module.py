@@ -19,7 +19,8 @@ import torch
 
 from . import _lib
 from ._errors import SpmdTypeError
-from .runtime import _type_id, assert_type
+from ._type_ids import _type_id
+from .runtime import assert_type
 from .types import SpmdType
 
 ops = _lib.ops

@@ -15,6 +15,7 @@ import torch
 
 from ._errors import SpmdTypeError
 from ._traceback import api_boundary
+from . import checker as _checker
 from .checker import is_type_checking, no_typecheck, typecheck
 from .types import PartitionSpec, PerMeshAxisLocalSpmdType, SpmdType
 
@@ -199,3 +200,5 @@ def _typed_no_typecheck(kwargs):
         raise TypeError("out_types is required for typed no_typecheck")
     return _TypedNoTypecheck(kwargs.get("in_types", Infer), kwargs["out_types"])
 
+
+_checker._typed_region[0] = _typed_no_typecheck

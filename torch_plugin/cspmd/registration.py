@@ -30,6 +30,7 @@ import torch
 
 from ._errors import SpmdTypeError
 from ._lib import ops
+from .checker import _register_patch
 
 __all__ = ["register_autograd_function", "register_decomposition",
            "register_local_autograd_function", "register_local_backward_hook"]
@@ -263,8 +264,11 @@ def _setup_output_hook(self, args):
 
 
 def _patch_apply(on):
-    """Install (on) or remove the Function.apply and module-hook checks;
-    called by cspmd.checker under its patch lock."""
+    """Install (on) or remove the Function.apply and module-hook checks:
+    on while any typecheck() region is open (cspmd.checker's patch hooks)."""
     torch.autograd.Function.apply = _patched_apply if on else _base_apply
     _BackwardHook.setup_input_hook = _setup_input_hook if on else _orig_setup_input
     _BackwardHook.setup_output_hook = _setup_output_hook if on else _orig_setup_output
+
+
+_register_patch(lambda: _patch_apply(True), lambda: _patch_apply(False))

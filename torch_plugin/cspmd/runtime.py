@@ -15,9 +15,12 @@ from ._errors import SpmdTypeError
 from ._frames import user_site
 from ._lib import ops
 from ._traceback import api_boundary
-from .mesh import MeshAxis, current_mesh, normalize_axis
+from ._type_ids import _type_id, type_to_dict
+from .checker import _describe, _grad_prehook
+from .mesh import MeshAxis, current_mesh, normalize_axis, set_dist
+from .scalar import Scalar
 from .types import (I, PartitionSpec, PerMeshAxisLocalSpmdType, R, Shard, SpmdType, ltype_code,
-                    ltype_of, normalize_partition_spec, to_local_type, _empty_entry)
+                    normalize_partition_spec, to_local_type)
 
 _TensorOrSequence = Union[torch.Tensor, List[torch.Tensor], Tuple[torch.Tensor, ...]]
 
@@ -29,17 +32,6 @@ __all__ = ["assert_type", "assert_local_type", "assert_type_like", "assert_local
 _trace_logger = logging.getLogger("cspmd.runtime.trace")
 
 _UNTYPED = TYPE.UNTYPED
-_state = {"dist": None}
-
-
-def _dist():
-    return _state["dist"]
-
-
-def set_dist(module: Any) -> None:
-    """Use ``module`` instead of torch.distributed for rank and group queries
-    (None restores torch.distributed)."""
-    _state["dist"] = module
 
 
 def _check_tensor(t, fn):
@@ -53,75 +45,6 @@ def _check_tensor(t, fn):
         raise NotImplementedError(f"{fn}: got a LocalTensor; cspmd does not support "
                                   "LocalTensorMode yet (its collectives are not validated "
                                   "per rank); see docs/testing.md")
-
-
-def _spec_encoding(spec, ndim):
-    """[ndim, n0, axes..., n1, ...] for the core; [] for no spec."""
-    if spec is None:
-        return []
-    if len(spec) != ndim:
-        raise SpmdTypeError(f"PartitionSpec {spec!r} has {len(spec)} entries but the tensor has "
-                            f"{ndim} dims")
-    out = [ndim]
-    for i, entry in enumerate(spec):
-        if entry == ():
-            raise ValueError(_empty_entry(i))
-        axes = [] if entry is None else list(entry) if isinstance(entry, tuple) else [entry]
-        axes = [normalize_axis(a) for a in axes]
-        axes = [a for a in axes if a.size() > 1]
-        out.append(len(axes))
-        out.extend(a.id for a in axes)
-    return out
-
-
-def _type_id(type_, ndim, partition_spec=None):
-    """Intern a user-written type (dict, or a bare R/I/V/P) for a tensor of ndim dims."""
-    if isinstance(type_, (PerMeshAxisLocalSpmdType, Shard)):
-        mesh = current_mesh()
-        if mesh is None:
-            raise SpmdTypeError(f"assert_type with a bare type {type_!r} needs a current mesh "
-                                "(set_current_mesh), or pass {axis: type}")
-        type_ = {a: type_ for a in mesh}
-    if not isinstance(type_, dict):
-        raise TypeError(f"expected a dict {{axis: type}} or one of R, I, V, P, got "
-                        f"{type(type_).__name__}")
-    axes, codes, shards = [], [], {}
-    for key, t in type_.items():
-        axis = normalize_axis(key)
-        code = ltype_code(t, f"type on axis {axis!r}")
-        if axis.size() == 1:
-            continue
-        if isinstance(t, Shard):
-            d = t.dim + ndim if t.dim < 0 else t.dim
-            if not 0 <= d < ndim:
-                raise SpmdTypeError(f"S({t.dim}) is out of range for a tensor with {ndim} dims")
-            if d in shards:
-                raise SpmdTypeError(f"Axes {shards[d]!r} and {axis!r} both shard tensor dim {d}. "
-                                    "Use an explicit PartitionSpec to specify the axis ordering.")
-            shards[d] = axis
-        axes.append(axis.id)
-        codes.append(code)
-    if shards:
-        if partition_spec is not None:
-            raise SpmdTypeError("S(i) entries cannot be combined with an explicit partition_spec")
-        partition_spec = PartitionSpec(*(shards.get(d) for d in range(ndim)))
-    if partition_spec is not None:
-        # Spec axes not written in the dict are V.
-        for entry in partition_spec:
-            for a in (entry if isinstance(entry, tuple) else (entry,)):
-                if a is None:
-                    continue
-                axis = normalize_axis(a)
-                if axis.size() > 1 and axis.id not in axes:
-                    axes.append(axis.id)
-                    codes.append(3)
-    return ops.type_make(axes, codes, _spec_encoding(partition_spec, ndim))
-
-
-def type_to_dict(type_id):
-    """``{MeshAxis: R|I|V|P}`` of a core type id."""
-    flat = ops.type_entries(type_id)
-    return {MeshAxis(flat[i]): ltype_of(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
 def merge_types(*types: Any) -> SpmdType:
@@ -251,12 +174,6 @@ def assert_local_type(tensor: torch.Tensor, type: Any) -> torch.Tensor:  # noqa:
     return assert_type(tensor, type)
 
 
-def _describe(t):
-    kind = "parameter" if isinstance(t, torch.nn.Parameter) else "tensor"
-    shape = ", ".join(str(s) for s in t.shape)
-    return f"{kind} {str(t.dtype).replace('torch.', '')}[{shape}]"
-
-
 def _watch_gradient(tensor):
     """Check, in backward, that the gradients reaching an annotated non-leaf
     tensor are the dual of its type (cspmd.checker._grad_prehook).  Installed
@@ -271,7 +188,6 @@ def _watch_gradient(tensor):
     if cell is not None:
         cell[0] = ops.get_type(tensor)
         return
-    from .checker import _grad_prehook
     cell = [ops.get_type(tensor), _describe(tensor)]
     # An attribute, not a WeakSet: WeakSet lookups compare tensors with ==.
     tensor._cspmd_grad_cell = cell
@@ -341,7 +257,6 @@ def maybe_get_axis_local_type(tensor: Any, axis: Any) -> Optional[PerMeshAxisLoc
     >>> maybe_get_axis_local_type(torch.zeros(2), MeshAxis.of(4, 1)) is None  # doctest: +SKIP
     True
     """
-    from .scalar import Scalar
     if not isinstance(tensor, Scalar):
         _check_tensor(tensor, "get_axis_local_type")
     return get_local_type(tensor).get(normalize_axis(axis))
@@ -358,7 +273,6 @@ def has_local_type(tensor: torch.Tensor) -> bool:
 def get_local_type(value: object) -> dict:
     """The type of a tensor or typed ``Scalar`` as ``{MeshAxis: R|I|V|P}``
     (``{}`` if untyped)."""
-    from .scalar import Scalar
     if isinstance(value, Scalar):
         return dict(value.spmd_type)
     _check_tensor(value, "get_local_type")
@@ -441,11 +355,10 @@ def reinterpret_no_grad(tensor: torch.Tensor, axis: Any, *, dst: Any) -> torch.T
     return tensor
 
 
-# The reference's spmd_types.runtime also holds these names.
+# The reference's spmd_types.runtime also holds these names (those of
+# cspmd.regions and cspmd.registration, modules above this one, are attached
+# by the package's __init__).
 from .checker import is_type_checking, no_typecheck  # noqa: E402,F401
-from .regions import Infer, local, local_map  # noqa: E402,F401
-from .registration import (register_autograd_function, register_decomposition,  # noqa: E402,F401
-                           register_local_autograd_function)
 from .trace import trace  # noqa: E402,F401
 from .types import (P, V, PerMeshAxisSpmdType, PerMeshAxisSpmdTypesArg,  # noqa: E402,F401
                     format_axis, normalize_local_type, normalize_partition_spec,

@@ -11,6 +11,10 @@ Scalars are unwrapped to their raw values.
 import numbers
 from typing import Any, Union
 
+from ._lib import ops
+from ._type_ids import _type_id, type_to_dict
+from .checker import is_type_checking
+
 __all__ = ["Scalar"]
 
 
@@ -46,7 +50,6 @@ class Scalar:
         if isinstance(value, bool) or not isinstance(value, numbers.Number):
             raise TypeError(f"Scalar value must be an int, float or complex, got "
                             f"{type(value).__name__}")
-        from .runtime import _type_id, type_to_dict
         self.value = value
         self._type_id = _type_id(spmd_type, 0)
         self.spmd_type = type_to_dict(self._type_id)
@@ -58,7 +61,6 @@ class Scalar:
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        from .checker import is_type_checking
         kwargs = kwargs or {}
         raw_args = _unwrap(args)
         raw_kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
@@ -67,7 +69,6 @@ class Scalar:
         # The raw numbers go to torch; the Scalars' types are parked in the
         # core, and the first op the kernel sees takes them as operands in
         # place of the weak scalars the numbers would be.
-        from ._lib import ops
         found = []
         _collect(args, found)
         _collect(tuple(kwargs.values()), found)
@@ -78,12 +79,10 @@ class Scalar:
             ops.pending_scalars([])
 
     def _merge(self, other, op):
-        from .checker import is_type_checking
         raw = op(self.value, other.value if isinstance(other, Scalar) else other)
         if not is_type_checking():
             return raw
         if isinstance(other, Scalar):
-            from ._lib import ops
             try:  # the core merges the types
                 merged = ops.type_merge_scalars(self._type_id, other._type_id)
             except TypeError:
@@ -94,7 +93,6 @@ class Scalar:
     @classmethod
     def _of(cls, value, type_id):
         """A Scalar with an already interned type."""
-        from .runtime import type_to_dict
         s = cls.__new__(cls)
         s.value, s._type_id, s.spmd_type = value, type_id, type_to_dict(type_id)
         return s

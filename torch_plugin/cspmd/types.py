@@ -7,11 +7,12 @@ reasoning over those codes.
 import dataclasses
 import enum
 import typing
-from typing import Any
+from typing import Any, Sequence, Union
 
 from ._codes import LT
 from ._lib import ops as _ops
 from ._errors import DTensorPropagationError, RedistributeError, SpmdTypeError
+from .mesh import MeshAxis  # noqa: F401  (the reference's types module holds it)
 
 __all__ = [
     "PerMeshAxisLocalSpmdType", "R", "I", "V", "P", "Replicate", "Invariant", "Varying",
@@ -436,6 +437,78 @@ class SpmdType:
         return None
 
 
-# The reference's spmd_types.types also holds these names.
-from .mesh import MeshAxis  # noqa: E402,F401
-from .dtensor import DimSharding, TensorSharding  # noqa: E402,F401
+# ---- TensorSharding -------------------------------------------
+
+#: Sharding of one tensor dim: None (replicated), one mesh-dim name, or a
+#: sequence of names (major to minor).
+DimSharding = Union[None, str, Sequence[str]]
+
+
+def _normalize_dim_sharding(d, what="dim sharding"):
+    if d is None:
+        return ()
+    if isinstance(d, str):
+        return (d,)
+    if isinstance(d, (list, tuple)) and all(isinstance(n, str) for n in d):
+        return tuple(d)
+    raise TypeError(f"{what} must be None, a mesh dim name or a sequence of names, got {d!r}")
+
+
+class TensorSharding:
+    """Per tensor dim, the DeviceMesh dim names it is sharded on.
+
+    Tuple-like, but a pytree *leaf*; equal to a plain tuple with the same
+    entries; supports ``+``.
+
+    >>> TensorSharding("tp", None) == ("tp", None)
+    True
+    >>> TensorSharding("dp") + TensorSharding(None, "tp")
+    TensorSharding('dp', None, 'tp')
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, *dim_shardings):
+        for i, d in enumerate(dim_shardings):
+            _normalize_dim_sharding(d, f"TensorSharding entry {i}")
+        object.__setattr__(self, "_values", tuple(dim_shardings))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("TensorSharding is immutable")
+
+    def __repr__(self):
+        return f"TensorSharding({repr(self._values)[1:-1].rstrip(',')})"
+
+    def __getitem__(self, i):
+        return self._values[i]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self):
+        return len(self._values)
+
+    def __eq__(self, other):
+        if isinstance(other, TensorSharding):
+            return self._values == other._values
+        if isinstance(other, tuple):
+            return self._values == other
+        return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self):
+        return hash(self._values)
+
+    def __add__(self, other):
+        if isinstance(other, (TensorSharding, tuple)):
+            return TensorSharding(*self._values, *tuple(other))
+        return NotImplemented
+
+    def __radd__(self, other):
+        if isinstance(other, tuple):
+            return TensorSharding(*other, *self._values)
+        return NotImplemented
+

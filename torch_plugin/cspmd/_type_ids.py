@@ -1,0 +1,84 @@
+"""User-written types -> the core's type ids, and back.
+
+A type as annotations write it (``{axis: R|I|V|P|S(i)}`` or a bare type,
+plus a PartitionSpec) becomes a core type id here; the core validates and
+interns it.  Below cspmd.runtime and cspmd.scalar, which both intern.
+"""
+
+from ._codes import LT
+from ._errors import SpmdTypeError
+from ._lib import ops
+from .mesh import MeshAxis, current_mesh, normalize_axis
+from .types import (PartitionSpec, PerMeshAxisLocalSpmdType, Shard, _empty_entry, ltype_code,
+                    ltype_of)
+
+__all__ = ["type_to_dict"]
+
+
+def _spec_encoding(spec, ndim):
+    """[ndim, n0, axes..., n1, ...] for the core; [] for no spec."""
+    if spec is None:
+        return []
+    if len(spec) != ndim:
+        raise SpmdTypeError(f"PartitionSpec {spec!r} has {len(spec)} entries but the tensor has "
+                            f"{ndim} dims")
+    out = [ndim]
+    for i, entry in enumerate(spec):
+        if entry == ():
+            raise ValueError(_empty_entry(i))
+        axes = [] if entry is None else list(entry) if isinstance(entry, tuple) else [entry]
+        axes = [normalize_axis(a) for a in axes]
+        axes = [a for a in axes if a.size() > 1]
+        out.append(len(axes))
+        out.extend(a.id for a in axes)
+    return out
+
+
+def _type_id(type_, ndim, partition_spec=None):
+    """Intern a user-written type (dict, or a bare R/I/V/P) for a tensor of ndim dims."""
+    if isinstance(type_, (PerMeshAxisLocalSpmdType, Shard)):
+        mesh = current_mesh()
+        if mesh is None:
+            raise SpmdTypeError(f"assert_type with a bare type {type_!r} needs a current mesh "
+                                "(set_current_mesh), or pass {axis: type}")
+        type_ = {a: type_ for a in mesh}
+    if not isinstance(type_, dict):
+        raise TypeError(f"expected a dict {{axis: type}} or one of R, I, V, P, got "
+                        f"{type(type_).__name__}")
+    axes, codes, shards = [], [], {}
+    for key, t in type_.items():
+        axis = normalize_axis(key)
+        code = ltype_code(t, f"type on axis {axis!r}")
+        if axis.size() == 1:
+            continue
+        if isinstance(t, Shard):
+            d = t.dim + ndim if t.dim < 0 else t.dim
+            if not 0 <= d < ndim:
+                raise SpmdTypeError(f"S({t.dim}) is out of range for a tensor with {ndim} dims")
+            if d in shards:
+                raise SpmdTypeError(f"Axes {shards[d]!r} and {axis!r} both shard tensor dim {d}. "
+                                    "Use an explicit PartitionSpec to specify the axis ordering.")
+            shards[d] = axis
+        axes.append(axis.id)
+        codes.append(code)
+    if shards:
+        if partition_spec is not None:
+            raise SpmdTypeError("S(i) entries cannot be combined with an explicit partition_spec")
+        partition_spec = PartitionSpec(*(shards.get(d) for d in range(ndim)))
+    if partition_spec is not None:
+        # Spec axes not written in the dict are V.
+        for entry in partition_spec:
+            for a in (entry if isinstance(entry, tuple) else (entry,)):
+                if a is None:
+                    continue
+                axis = normalize_axis(a)
+                if axis.size() > 1 and axis.id not in axes:
+                    axes.append(axis.id)
+                    codes.append(LT.V)
+    return ops.type_make(axes, codes, _spec_encoding(partition_spec, ndim))
+
+
+def type_to_dict(type_id):
+    """``{MeshAxis: R|I|V|P}`` of a core type id."""
+    flat = ops.type_entries(type_id)
+    return {MeshAxis(flat[i]): ltype_of(flat[i + 1]) for i in range(0, len(flat), 2)}
