@@ -107,8 +107,9 @@ typedef uint32_t cspmd_axis_t;
 
 /* Intern the layout (sizes[k], strides[k]) given outermost-first; it is
  * canonicalized first (size-1 modes dropped, adjacent modes merged).
- * Errors: MISUSE (n outside 0..CSPMD_MAX_MODES, size < 1, stride < 0, a
- * layout whose size or largest rank overflows int64), NOMEM (table full). */
+ * Errors: MISUSE (n outside 0..64, size < 1, stride < 0, a layout whose
+ * size or largest rank overflows int64), VALUE (more than CSPMD_MAX_MODES
+ * modes once merged), NOMEM (table full). */
 CSPMD_API cspmd_status_t cspmd_axis_intern(const int64_t *sizes, const int64_t *strides,
                                            int n, cspmd_axis_t *out);
 
@@ -124,8 +125,12 @@ CSPMD_API int cspmd_axis_layout(cspmd_axis_t axis, int64_t *sizes, int64_t *stri
 CSPMD_API int64_t cspmd_axis_size(cspmd_axis_t axis);
 /* The largest stride (0 for trivial): outermost-first ordering key. */
 CSPMD_API int64_t cspmd_axis_max_stride(cspmd_axis_t axis);
-/* 1 if the ranks-from-zero of a are a subset of those of b, else 0. */
+/* 1 if the ranks-from-zero of a are a subset of those of b, else 0 (also
+ * 0 when undecided: see cspmd_axis_le_checked). */
 CSPMD_API int cspmd_axis_le(cspmd_axis_t a, cspmd_axis_t b);
+/* *out = cspmd_axis_le(a, b) when decided.  Errors: VALUE when deciding
+ * takes more than 2^26 rank tests (axes of more than 2^26 ranks). */
+CSPMD_API cspmd_status_t cspmd_axis_le_checked(cspmd_axis_t a, cspmd_axis_t b, int *out);
 /* 1 if the axes' non-trivial modes are jointly radix separable, else 0
  * (0 also for an unknown id or n > CSPMD_MAX_AXES; 1 for n == 0). */
 CSPMD_API int cspmd_axes_orthogonal(const cspmd_axis_t *axes, int n);

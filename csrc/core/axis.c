@@ -169,10 +169,9 @@ cspmd_status_t cspmd_axis_intern(const int64_t *sizes, const int64_t *strides, i
 {
     if (out == NULL)
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_axis_intern: out is NULL");
-    if (n < 0 || n > CSPMD_MAX_MODES)
+    if (n < 0 || n > ALL_MODES)
         return cspmd_error_set(CSPMD_ERR_MISUSE,
-                               "cspmd_axis_intern: %d modes (expected 0..%d)", n,
-                               CSPMD_MAX_MODES);
+                               "cspmd_axis_intern: %d modes (expected 0..%d)", n, ALL_MODES);
     if (n > 0 && (sizes == NULL || strides == NULL))
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_axis_intern: sizes or strides is NULL");
     for (int k = 0; k < n; k++) {
@@ -187,8 +186,13 @@ cspmd_status_t cspmd_axis_intern(const int64_t *sizes, const int64_t *strides, i
     }
     if (!modes_fit(sizes, strides, n))
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_axis_intern: layout overflows int64");
-    int64_t sz[CSPMD_MAX_MODES], st[CSPMD_MAX_MODES];
+    int64_t sz[ALL_MODES], st[ALL_MODES]; /* more modes may merge into few */
     int m = canon(sizes, strides, n, sz, st);
+    if (m > CSPMD_MAX_MODES)
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "a mesh axis layout of %d modes (after merging); cspmd supports "
+                               "layouts of at most %d modes",
+                               m, CSPMD_MAX_MODES);
     return intern_canon(sz, st, m, out);
 }
 
@@ -399,15 +403,21 @@ static int member_dfs(const int64_t *s, const int64_t *d, int n, int k, int64_t 
     return 0;
 }
 
-int cspmd_axis_le(cspmd_axis_t a, cspmd_axis_t b)
+/* Rank tests axis containment may make: containment of axes of up to this
+ * many ranks is decided, beyond it the answer is "undecided" (-1). */
+#define LE_BUDGET (1L << 26)
+
+/* 1 if a's ranks are a subset of b's, 0 if not, -1 if undecided within
+ * LE_BUDGET rank tests. */
+static int axis_le3(cspmd_axis_t a, cspmd_axis_t b)
 {
     axis_rec_t *ra = axis_get(a), *rb = axis_get(b);
     if (ra == NULL || rb == NULL)
         return 0;
     if (a == b || ra->n == 0)
         return 1; /* rank 0 is in every axis */
-    if (ra->separable && rb->separable && ra->size > rb->size)
-        return 0;
+    if (ra->separable && ra->size > rb->size)
+        return 0; /* more distinct ranks than b has at all */
     int64_t s[CSPMD_MAX_MODES], d[CSPMD_MAX_MODES];
     int n = 0;
     for (int k = 0; k < rb->n; k++) { /* sort b's modes by stride descending */
@@ -423,14 +433,16 @@ int cspmd_axis_le(cspmd_axis_t a, cspmd_axis_t b)
     /* Every rank of a is a sum of one multiple of each of a's strides; as
      * ranks of b are closed under nothing in general, test them all (an
      * odometer over a's modes; sizes of real meshes keep this small). */
-    long budget = 1L << 26;
+    long budget = LE_BUDGET;
     int64_t ctr[CSPMD_MAX_MODES] = {0};
     for (;;) {
         int64_t x = 0;
         for (int k = 0; k < ra->n; k++)
             x += ctr[k] * ra->strides[k];
         int in = rb->separable ? member_sep(s, d, n, x) : member_dfs(s, d, n, 0, x, &budget);
-        if (!in || --budget < 0)
+        if (--budget < 0)
+            return -1;
+        if (!in)
             return 0;
         int k = ra->n - 1;
         while (k >= 0 && ++ctr[k] == ra->sizes[k])
@@ -438,6 +450,29 @@ int cspmd_axis_le(cspmd_axis_t a, cspmd_axis_t b)
         if (k < 0)
             return 1;
     }
+}
+
+int cspmd_axis_le(cspmd_axis_t a, cspmd_axis_t b)
+{
+    return axis_le3(a, b) == 1;
+}
+
+cspmd_status_t cspmd_axis_le_checked(cspmd_axis_t a, cspmd_axis_t b, int *out)
+{
+    int r = axis_le3(a, b);
+    if (r < 0) {
+        char an[TEXT_MAX];
+        snprintf(an, sizeof an, "%s", cspmd_axis_display(a, 0));
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "cannot decide whether axis %s (%lld ranks) is within axis %s "
+                               "(%lld ranks): cspmd tests at most %ld ranks for axis "
+                               "containment",
+                               an, (long long)cspmd_axis_size(a), cspmd_axis_display(b, 0),
+                               (long long)cspmd_axis_size(b), LE_BUDGET);
+    }
+    if (out != NULL)
+        *out = r;
+    return CSPMD_OK;
 }
 
 /* Gather the modes of axes (all valid) into s/d; returns the count. */
@@ -885,16 +920,22 @@ static void display_locked(cspmd_axis_t axis, int debug, char *buf, size_t len)
     const char *best = best_name_locked(axis);
     if (debug) {
         if (best != NULL) {
-            const char *list[64];
-            size_t k = 0;
-            for (size_t i = 0; i < nnames && k < 64; i++)
-                if (names[i].axis == axis)
-                    list[k++] = names[i].name;
+            const char *list[64]; /* the text lists 64 names, then counts the rest */
+            size_t k = 0, more = 0;
+            for (size_t i = 0; i < nnames; i++)
+                if (names[i].axis == axis) {
+                    if (k < 64)
+                        list[k++] = names[i].name;
+                    else
+                        more++;
+                }
             qsort(list, k, sizeof *list, cmp_str);
             size_t o = 0;
             buf[0] = '\0';
             for (size_t i = 0; i < k && o < len; i++)
                 o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? "/" : "", list[i]);
+            if (more > 0 && o < len)
+                o += (size_t)snprintf(buf + o, len - o, "/...(%zu more)", more);
             if (o < len)
                 snprintf(buf + o, len - o, "%s{%s}", tag, lay);
         } else if (inferred_name_locked(axis, inf, sizeof inf)) {

@@ -399,11 +399,18 @@ cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t
     if (nres == 0 && axis != CSPMD_AXIS_TRIVIAL) {
         cspmd_axis_t sub[CSPMD_MAX_AXES];
         int idx[CSPMD_MAX_AXES], nsub = 0;
-        for (int i = 0; i < n; i++)
-            if (axes[i] != axis && cspmd_axis_le(axes[i], axis)) {
+        for (int i = 0; i < n; i++) {
+            int le = 0;
+            if (axes[i] == axis)
+                continue;
+            cspmd_status_t lst = cspmd_axis_le_checked(axes[i], axis, &le);
+            if (lst != CSPMD_OK)
+                return lst;
+            if (le) {
                 idx[nsub] = i;
                 sub[nsub++] = axes[i];
             }
+        }
         cspmd_axis_t flat;
         if (nsub > 0 && cspmd_axes_flatten(sub, nsub, &flat) == CSPMD_OK && flat == axis) {
             for (int k = 0; k < nsub; k++)

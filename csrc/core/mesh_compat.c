@@ -780,7 +780,8 @@ size_t cspmd_cross_mesh_advice(const cspmd_type_t *types, int n, char *buf, size
         return 0;
     char saved[MSG];
     snprintf(saved, sizeof saved, "%s", cspmd_last_error());
-    /* distinct axis sets, first occurrence order */
+    /* distinct axis sets, first occurrence order; advice is about the first
+     * 64 (an error's hint text: the error itself names every operand) */
     cspmd_axis_t sets[64][MAXA];
     int nsets[64], k = 0;
     for (int i = 0; i < n && k < 64; i++) {

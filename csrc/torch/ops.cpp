@@ -93,7 +93,9 @@ int64_t axes_flatten(IntList axes) {
 }
 
 bool axis_le(int64_t a, int64_t b) {
-    return cspmd_axis_le(static_cast<cspmd_axis_t>(a), static_cast<cspmd_axis_t>(b)) != 0;
+    int le = 0;
+    check(cspmd_axis_le_checked(static_cast<cspmd_axis_t>(a), static_cast<cspmd_axis_t>(b), &le));
+    return le != 0;
 }
 
 void axis_names_reset() { cspmd_axis_names_reset(); }

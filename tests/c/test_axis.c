@@ -73,8 +73,15 @@ START_TEST(test_intern_errors)
 {
     cspmd_axis_t a;
     int64_t s[9] = {2, 2, 2, 2, 2, 2, 2, 2, 2}, d[9] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-    ck_assert_int_eq(cspmd_axis_intern(s, d, 9, &a), CSPMD_ERR_MISUSE);
-    ck_assert_str_eq(cspmd_last_error(), "cspmd_axis_intern: 9 modes (expected 0..8)");
+    ck_assert_int_eq(cspmd_axis_intern(s, d, 9, &a), CSPMD_ERR_VALUE); /* none merge */
+    ck_assert_str_eq(cspmd_last_error(), "a mesh axis layout of 9 modes (after merging); cspmd "
+                                         "supports layouts of at most 8 modes");
+    int64_t dd[9] = {256, 128, 64, 32, 16, 8, 4, 2, 1}; /* all merge into 512:1 */
+    ck_assert_int_eq(cspmd_axis_intern(s, dd, 9, &a), CSPMD_OK);
+    ck_assert_uint_eq(a, ax1(512, 1));
+    int64_t many[65] = {0};
+    ck_assert_int_eq(cspmd_axis_intern(many, many, 65, &a), CSPMD_ERR_MISUSE);
+    ck_assert_str_eq(cspmd_last_error(), "cspmd_axis_intern: 65 modes (expected 0..64)");
     ck_assert_int_eq(cspmd_axis_intern(s, d, -1, &a), CSPMD_ERR_MISUSE);
     int64_t z = 0, one = 1, neg = -1;
     ck_assert_int_eq(cspmd_axis_intern(&z, &one, 1, &a), CSPMD_ERR_MISUSE);
@@ -175,6 +182,26 @@ START_TEST(test_le)
     ck_assert(cspmd_axis_le(rep, ax1(3, 1)));
     ck_assert(!cspmd_axis_le(4000000000u, a41));
     ck_assert(!cspmd_axis_le(a41, 4000000000u));
+}
+END_TEST
+
+/* Containment is decided for axes of up to 2^26 ranks; past that the
+ * checked form says so (the plain form answers 0, never a wrong 1). */
+START_TEST(test_le_checked_limit)
+{
+    int le = -1;
+    ck_assert_int_eq(cspmd_axis_le_checked(ax1(2, 8), ax1(16, 1), &le), CSPMD_OK);
+    ck_assert_int_eq(le, 1);
+    ck_assert_int_eq(cspmd_axis_le_checked(ax1(16, 1), ax1(2, 8), &le), CSPMD_OK);
+    ck_assert_int_eq(le, 0);
+    cspmd_axis_t big = ax1((int64_t)1 << 27, 1), bigger = ax1((int64_t)1 << 28, 1);
+    ck_assert_int_eq(cspmd_axis_le_checked(bigger, big, &le), CSPMD_OK); /* by size */
+    ck_assert_int_eq(le, 0);
+    le = -1;
+    ck_assert_int_eq(cspmd_axis_le_checked(big, bigger, &le), CSPMD_ERR_VALUE);
+    ck_assert_int_eq(le, -1); /* untouched */
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "cspmd tests at most 67108864 ranks"));
+    ck_assert(!cspmd_axis_le(big, bigger));
 }
 END_TEST
 
@@ -467,6 +494,7 @@ Suite *suite_axis(void)
     tcase_add_test(tc, test_from_ranks);
     tcase_add_test(tc, test_from_ranks_errors);
     tcase_add_test(tc, test_le);
+    tcase_add_test(tc, test_le_checked_limit);
     tcase_add_test(tc, test_orthogonal);
     tcase_add_test(tc, test_check_orthogonal_messages);
     tcase_add_test(tc, test_flatten);

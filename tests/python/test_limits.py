@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import cspmd as spmd
-from cspmd import P, R, V, SpmdTypeError
+from cspmd import MeshAxis, P, R, V, SpmdTypeError
 from cspmd._lib import ops
 from conftest import ltype
 
@@ -133,3 +133,40 @@ def test_foreach_with_one_partial_among_ten_thousand(full, checked):
         torch._foreach_exp_(xs)
     with spmd.checker.no_typecheck():  # nothing ran
         assert all(torch.equal(a, b) for a, b in zip(before, xs[-2:]))
+
+
+# ---- the remaining fixed limits: each is an error naming it -----------------
+
+NINE = [MeshAxis.of(2, 2**i) for i in range(9)]  # orthogonal, 512 ranks
+
+
+def test_nine_axes_in_one_type_or_mesh_is_an_error():
+    with pytest.raises(ValueError, match="at most 8 mesh axes are supported"):
+        spmd.assert_type(torch.zeros(2), {a: R for a in NINE})
+    with pytest.raises(ValueError, match="at most 8 mesh axes are supported"):
+        with spmd.set_current_mesh({f"a{i}": a for i, a in enumerate(NINE)}):
+            pass
+    x = spmd.assert_type(torch.zeros(2), {a: R for a in NINE[:8]})  # 8 is fine
+    assert len(spmd.get_local_type(x)) == 8
+
+
+def test_partition_spec_over_sixteen_dims_is_an_error():
+    x = torch.zeros([1] * 17)
+    with pytest.raises(ValueError, match="partition specs support at most 16 tensor dims"):
+        spmd.assert_type(x, {NINE[0]: spmd.S(16)})
+    assert not spmd.has_local_type(x)
+    spmd.assert_type(torch.zeros([1] * 16), {NINE[0]: spmd.S(15)})
+
+
+def test_layout_modes_merge_before_the_eight_mode_limit():
+    assert MeshAxis.of([2] * 9, [2**i for i in range(9)][::-1]) == MeshAxis.of(512, 1)
+    with pytest.raises(ValueError, match="layout of 9 modes .*at most 8 modes"):
+        MeshAxis.of([2] * 9, [3**i for i in range(9)][::-1])
+
+
+def test_axis_containment_past_its_search_limit_is_an_error():
+    assert MeshAxis.of(2**20, 1) <= MeshAxis.of(2**21, 1)  # a million ranks: decided
+    assert not MeshAxis.of(2**21, 1) <= MeshAxis.of(2**20, 1)
+    with pytest.raises(ValueError, match="cannot decide whether axis .* is within axis .*"
+                                         "cspmd tests at most 67108864 ranks"):
+        MeshAxis.of(2**27, 1) <= MeshAxis.of(2**28, 1)

@@ -63,7 +63,11 @@ class MeshAxis:
                 raise TypeError("MeshAxis.of(size) needs a stride: MeshAxis.of(size, stride)")
             sizes = list(group_or_size) if isinstance(group_or_size, (list, tuple)) else [group_or_size]
             strides = list(stride) if isinstance(stride, (list, tuple)) else [stride]
-            return cls(ops.axis_from_layout(sizes, strides))
+            try:
+                return cls(ops.axis_from_layout(sizes, strides))
+            except RuntimeError as e:  # the core's misuse of a layout is the caller's ValueError
+                raise ValueError(f"MeshAxis.of({group_or_size!r}, {stride!r}): "
+                                 f"{str(e).removeprefix('cspmd_axis_intern: ')}") from None
         if stride is not None:
             raise TypeError("MeshAxis.of(process_group) takes no stride")
         return _axis_of_group(group_or_size)
