@@ -21,9 +21,10 @@ _tls = threading.local()
 
 
 class _State:
-    """This thread's checker flags (mirrors the core's, read without a call)."""
+    """This thread's checker flags (mirrors the core's, read without a call)
+    and the regions open on it."""
 
-    __slots__ = ("active", "enabled", "strict", "local", "backward")
+    __slots__ = ("active", "enabled", "strict", "local", "backward", "frames", "base")
 
     def __init__(self):
         self.active = False   # a typecheck() region exists on this thread
@@ -31,6 +32,22 @@ class _State:
         self.strict = True
         self.local = True
         self.backward = True  # check the ops backward() runs, and gradients
+        self.frames = []      # open regions, in the order they were entered
+        self.base = _flags(self)  # the flags when no region is open
+
+
+def _flags(s):
+    return (s.active, s.enabled, s.strict, s.local, s.backward)
+
+
+class _Frame:
+    """One open region (typecheck(), no_typecheck(), a backward pass): the
+    flags in effect while it is the innermost open one."""
+
+    __slots__ = ("flags",)
+
+    def __init__(self, flags):
+        self.flags = flags
 
 
 def _state():
@@ -42,6 +59,43 @@ def _state():
 
 def _apply(s):
     ops.checker_set(s.enabled, s.strict)
+
+
+# Regions are frames on a per-thread list, not saved-and-restored flags: a
+# region may close out of order (a generator or coroutine suspended inside
+# it and closed later), and whatever order they close in, the thread ends
+# with the flags of the innermost region still open -- or those it had
+# before the first.  Every step is safe to interrupt: an exception (or
+# KeyboardInterrupt) raised anywhere in entry or exit still leaves the
+# state consistent.
+
+def _enter(s, frame):
+    if not s.frames:
+        s.base = _flags(s)
+    s.frames.append(frame)
+    _sync(s)
+
+
+def _leave(s, frame):
+    """Close frame wherever it is among the open ones (no-op if it is not)."""
+    try:
+        for i in range(len(s.frames) - 1, -1, -1):
+            if s.frames[i] is frame:
+                del s.frames[i]
+                break
+    finally:
+        _sync(s)
+
+
+def _sync(s):
+    flags = s.frames[-1].flags if s.frames else s.base
+    try:
+        s.active, s.enabled, s.strict, s.local, s.backward = flags
+        _apply(s)
+    except BaseException:  # interrupted mid-switch: finish it, then report
+        s.active, s.enabled, s.strict, s.local, s.backward = flags
+        _apply(s)
+        raise
 
 
 class SpmdTypeMode:
@@ -84,9 +138,15 @@ class SpmdTypeMode:
 
 
 _patch_lock = threading.Lock()
-_patch_users = [0]
+_patch_holders = set()  # the open typecheck() frames, of every thread
 _original_backward = torch.autograd.backward
 _original_grad = torch.autograd.grad
+# What our autograd.backward/grad call: torch's, or a patch another library
+# installed before the first region opened (it keeps running, under ours).
+_inner = {"backward": _original_backward, "grad": _original_grad}
+# A patch another library installed over ours inside a region: it calls
+# ours, so it stays when the region closes, and ours is not put over it again.
+_left_over = {"backward": None, "grad": None}
 
 
 def _seeds(outputs):
@@ -142,16 +202,25 @@ class _BackwardScope:
 
     def __enter__(self):
         s = _state()
-        self._saved = s.enabled
+        self._frame = None
         if s.enabled and not s.backward:
-            s.enabled = False
-            _apply(s)
+            self._frame = _pause(s)
 
     def __exit__(self, *exc):
-        s = _state()
-        if s.enabled != self._saved:
-            s.enabled = self._saved
-            _apply(s)
+        frame, self._frame = self._frame, None
+        if frame is not None:
+            _leave(_state(), frame)
+
+
+def _pause(s):
+    """Open a frame with checking paused; returns it."""
+    frame = _Frame((s.active, False, s.strict, s.local, s.backward))
+    try:
+        _enter(s, frame)
+    except BaseException:
+        _leave(s, frame)
+        raise
+    return frame
 
 
 def _as_tuple(t):
@@ -169,7 +238,7 @@ def _checked_backward(tensors, grad_tensors=None, *args, **kwargs):
                                             else "grad_tensors"))
         ops.watch_leaves([t for t in ts if isinstance(t, torch.Tensor)])
     with _BackwardScope():
-        return _original_backward(tensors, grad_tensors, *args, **kwargs)
+        return _inner["backward"](tensors, grad_tensors, *args, **kwargs)
 
 
 @functools.wraps(_original_grad)
@@ -181,7 +250,7 @@ def _checked_grad(outputs, inputs, grad_outputs=None, *args, **kwargs):
                                            ("outputs", "(grad_outputs)" if single
                                             else "grad_outputs"))
     with _BackwardScope():
-        grads = _original_grad(outputs, inputs, grad_outputs, *args, **kwargs)
+        grads = _inner["grad"](outputs, inputs, grad_outputs, *args, **kwargs)
     if s.enabled and s.backward:
         _check_leaf_gradients(_as_tuple(inputs), grads)
     return grads
@@ -215,7 +284,7 @@ def _register_patch(on_fn, off_fn):
     backward/grad patch above.  Used by cspmd.dtensor."""
     with _patch_lock:
         _patch_hooks.append((on_fn, off_fn))
-        if _patch_users[0] > 0:
+        if _patch_holders:
             on_fn()
 
 
@@ -231,7 +300,8 @@ class _CompiledRunsEager:
         self._stance = None
 
     def on(self):
-        self._stance = torch.compiler.set_stance("force_eager")
+        if self._stance is None:
+            self._stance = torch.compiler.set_stance("force_eager")
 
     def off(self):
         stance, self._stance = self._stance, None
@@ -242,17 +312,59 @@ class _CompiledRunsEager:
 _compiled_runs_eager = _CompiledRunsEager()
 
 
-def _patch(on):
+def _autograd_patch(on):
+    for name, ours in (("backward", _checked_backward), ("grad", _checked_grad)):
+        current = getattr(torch.autograd, name)
+        if on and current is not ours and current is not _left_over[name]:
+            _inner[name] = current
+            setattr(torch.autograd, name, ours)
+        elif not on:
+            if current is ours:
+                setattr(torch.autograd, name, _inner[name])
+                _left_over[name] = None
+            else:
+                _left_over[name] = current
+
+
+def _switch(on):
+    """Install (on) or remove every process-wide patch.  Every step runs even
+    when one before it raises, and a step that raises is run once more (an
+    interrupt lands once; the steps are idempotent): the first error is
+    raised at the end, with the patches in place or gone."""
+    steps = [lambda: _autograd_patch(on),
+             _compiled_runs_eager.on if on else _compiled_runs_eager.off]
+    steps += [on_fn if on else off_fn for on_fn, off_fn in _patch_hooks]
+    error = None
+    for step in steps:
+        try:
+            step()
+        except BaseException as e:  # noqa: B036 -- re-raised below
+            error = error or e
+            try:
+                step()
+            except BaseException:  # noqa: B036 -- the first error is raised
+                pass
+    if error is not None:
+        raise error
+
+
+def _patch_acquire(frame):
+    """The patches are on while any typecheck() frame holds them."""
     with _patch_lock:
-        was = _patch_users[0] > 0
-        _patch_users[0] += 1 if on else -1
-        active = _patch_users[0] > 0
-        torch.autograd.backward = _checked_backward if active else _original_backward
-        torch.autograd.grad = _checked_grad if active else _original_grad
-        if active != was:
-            (_compiled_runs_eager.on if active else _compiled_runs_eager.off)()
-            for on_fn, off_fn in _patch_hooks:
-                (on_fn if active else off_fn)()
+        first = not _patch_holders
+        _patch_holders.add(frame)
+        if first:
+            _switch(True)
+
+
+def _patch_release(frame):
+    """Idempotent: a frame that holds nothing releases nothing."""
+    with _patch_lock:
+        if frame not in _patch_holders:
+            return
+        _patch_holders.discard(frame)
+        if not _patch_holders:
+            _switch(False)
 
 
 def _bind_groups():
@@ -292,27 +404,30 @@ def typecheck(strict_mode: Optional[Literal["permissive", "strict"]] = None,
     if local is False:
         raise NotImplementedError("global SPMD checking (local=False) is not implemented yet")
     s = _state()
-    saved = (s.active, s.enabled, s.strict, s.local, s.backward)
     first = not s.active
-    if first:
-        ops.register_explicit()
-        _bind_groups()
-        _patch(True)
-    s.active, s.enabled = True, True
-    if strict_mode is not None or first:
-        s.strict = strict_mode != "permissive"
-    if local is not None:
-        s.local = local
-    if backward is not None or first:
-        s.backward = backward is not False
-    _apply(s)
+    strict = s.strict if strict_mode is None and not first else strict_mode != "permissive"
+    back = s.backward if backward is None and not first else backward is not False
+    frame = _Frame((True, True, strict, s.local if local is None else local, back))
+    try:
+        if first:
+            ops.register_explicit()
+            _bind_groups()
+        _patch_acquire(frame)
+        _enter(s, frame)
+    except BaseException:
+        _close(s, frame)
+        raise
     try:
         yield SpmdTypeMode._of(s)
     finally:
-        s.active, s.enabled, s.strict, s.local, s.backward = saved
-        _apply(s)
-        if first:
-            _patch(False)
+        _close(s, frame)
+
+
+def _close(s, frame):
+    try:
+        _leave(s, frame)
+    finally:
+        _patch_release(frame)
 
 
 class _NoTypecheck(contextlib.ContextDecorator):
@@ -321,19 +436,17 @@ class _NoTypecheck(contextlib.ContextDecorator):
     def _recreate_cm(self) -> "_NoTypecheck":
         return _NoTypecheck()  # each decorated call saves its own state
 
+    _frame = None
+
     def __enter__(self) -> "_NoTypecheck":
         s = _state()
-        self._saved = s.enabled
-        if s.enabled:
-            s.enabled = False
-            _apply(s)
+        self._frame = _pause(s) if s.enabled else None
         return self
 
     def __exit__(self, *exc: Any) -> bool:
-        s = _state()
-        if s.enabled != self._saved:
-            s.enabled = self._saved
-            _apply(s)
+        frame, self._frame = self._frame, None
+        if frame is not None:
+            _leave(_state(), frame)
         return False
 
 

@@ -86,7 +86,7 @@ _saved = {}
 
 
 def _hook_on():
-    if not torch.distributed.is_available():
+    if not torch.distributed.is_available() or "to" in _saved:  # already on
         return
     from torch.distributed.tensor import _api
     from .runtime import assert_type

@@ -265,10 +265,17 @@ def _setup_output_hook(self, args):
 
 def _patch_apply(on):
     """Install (on) or remove the Function.apply and module-hook checks:
-    on while any typecheck() region is open (cspmd.checker's patch hooks)."""
-    torch.autograd.Function.apply = _patched_apply if on else _base_apply
-    _BackwardHook.setup_input_hook = _setup_input_hook if on else _orig_setup_input
-    _BackwardHook.setup_output_hook = _setup_output_hook if on else _orig_setup_output
+    on while any typecheck() region is open (cspmd.checker's patch hooks).
+    Removing restores only what is still ours: a patch another library put
+    over ours inside the region stays."""
+    for owner, name, ours, base in (
+            (torch.autograd.Function, "apply", _patched_apply, _base_apply),
+            (_BackwardHook, "setup_input_hook", _setup_input_hook, _orig_setup_input),
+            (_BackwardHook, "setup_output_hook", _setup_output_hook, _orig_setup_output)):
+        if on:
+            setattr(owner, name, ours)
+        elif owner.__dict__.get(name) is ours:
+            setattr(owner, name, base)
 
 
 _register_patch(lambda: _patch_apply(True), lambda: _patch_apply(False))

@@ -1,0 +1,233 @@
+"""typecheck()/no_typecheck() leave the process as they found it, however
+they are left: out of order (generators, coroutines), with an exception or a
+KeyboardInterrupt at any step of entry or exit, with another library's
+autograd patch installed inside the region, on several threads at once."""
+
+import threading
+
+import pytest
+import torch
+
+import cspmd as spmd
+import cspmd.checker as checker
+from cspmd import I, P, R
+from cspmd.checker import is_type_checking, no_typecheck, typecheck
+
+ORIGINAL_BACKWARD = torch.autograd.backward
+ORIGINAL_GRAD = torch.autograd.grad
+ORIGINAL_APPLY = torch.autograd.Function.__dict__["apply"]
+
+
+def partial_relu_raises(dp, tp):
+    """Does the core check ops on this thread? (a P through relu)"""
+    with no_typecheck():
+        x = spmd.assert_type(torch.ones(2), {dp: R, tp: P})
+    try:
+        torch.relu(x)
+    except spmd.SpmdTypeError:
+        return True
+    return False
+
+
+def assert_clean(dp, tp):
+    assert not is_type_checking()
+    assert not partial_relu_raises(dp, tp)  # the core's flag, not only Python's
+    assert not checker._state().frames and not checker._patch_holders
+    assert torch.autograd.backward is ORIGINAL_BACKWARD
+    assert torch.autograd.grad is ORIGINAL_GRAD
+    assert torch.autograd.Function.__dict__["apply"] is ORIGINAL_APPLY
+
+
+def region(cm):
+    with cm:
+        yield is_type_checking()
+        yield is_type_checking()
+
+
+def test_generators_closed_out_of_order(mesh, dp, tp):
+    with spmd.set_current_mesh(mesh):
+        a, b = region(typecheck()), region(typecheck(strict_mode="permissive"))
+        assert next(a) and next(b)
+        assert not checker._state().strict
+        a.close()  # the outer region closes first: the inner one still checks
+        assert is_type_checking() and not checker._state().strict
+        assert partial_relu_raises(dp, tp)
+        b.close()
+        assert_clean(dp, tp)
+
+
+def test_no_typecheck_in_a_generator_outliving_its_typecheck(mesh, dp, tp):
+    with spmd.set_current_mesh(mesh):
+        with typecheck():
+            paused = region(no_typecheck())
+            assert next(paused) is False
+        assert not is_type_checking()
+        paused.close()  # exits after the typecheck() it paused: checking stays off
+        assert_clean(dp, tp)
+
+
+def test_typecheck_in_a_generator_left_inside_no_typecheck(mesh, dp, tp):
+    with spmd.set_current_mesh(mesh):
+        g = region(typecheck())
+        with no_typecheck():
+            assert next(g) is True  # entered inside the pause: checks
+        assert is_type_checking()  # the pause ended; g's region is still open
+        g.close()
+        assert_clean(dp, tp)
+
+
+def test_coroutines_interleaved(mesh, dp, tp):
+    import asyncio
+
+    async def task(cm, started, release):
+        with cm:
+            started.set()
+            await release.wait()
+
+    async def main():
+        e1, e2, r1, r2 = (asyncio.Event() for _ in range(4))
+        t1 = asyncio.ensure_future(task(typecheck(), e1, r1))
+        await e1.wait()
+        t2 = asyncio.ensure_future(task(no_typecheck(), e2, r2))
+        await e2.wait()
+        r1.set()  # the typecheck() region ends first
+        await t1
+        r2.set()
+        await t2
+
+    with spmd.set_current_mesh(mesh):
+        asyncio.run(main())
+        assert_clean(dp, tp)
+
+
+class Inject:
+    """Raise KeyboardInterrupt at the n-th call of any wrapped step."""
+
+    def __init__(self, n):
+        self.n, self.calls = n, 0
+
+    def wrap(self, fn):
+        def step(*args, **kwargs):
+            self.calls += 1
+            if self.calls == self.n:
+                raise KeyboardInterrupt(f"injected at step {self.n}")
+            return fn(*args, **kwargs)
+        return step
+
+
+def wrap_steps(monkeypatch, inject):
+    monkeypatch.setattr(checker, "_apply", inject.wrap(checker._apply))
+    monkeypatch.setattr(checker, "_bind_groups", inject.wrap(checker._bind_groups))
+    monkeypatch.setattr(checker, "_autograd_patch", inject.wrap(checker._autograd_patch))
+    eager = checker._compiled_runs_eager
+    monkeypatch.setattr(eager, "on", inject.wrap(eager.on))
+    monkeypatch.setattr(eager, "off", inject.wrap(eager.off))
+    monkeypatch.setattr(checker, "_patch_hooks", [(inject.wrap(on), inject.wrap(off))
+                                                  for on, off in checker._patch_hooks])
+
+
+def count_steps(monkeypatch, body):
+    with monkeypatch.context() as m:
+        probe = Inject(0)
+        wrap_steps(m, probe)
+        body()
+    return probe.calls
+
+
+@pytest.mark.parametrize("body", ["plain", "nested", "paused"])
+def test_interrupt_at_every_step_of_entry_and_exit(monkeypatch, mesh, dp, tp, body):
+    def run():
+        with spmd.set_current_mesh(mesh):
+            with typecheck():
+                if body == "nested":
+                    with typecheck(strict_mode="permissive"):
+                        pass
+                elif body == "paused":
+                    with no_typecheck():
+                        pass
+
+    steps = count_steps(monkeypatch, run)
+    assert steps >= 8
+    for n in range(1, steps + 1):
+        with monkeypatch.context() as m:
+            wrap_steps(m, Inject(n))
+            with pytest.raises(KeyboardInterrupt, match=f"injected at step {n}"):
+                run()
+        assert_clean(dp, tp)
+    run()  # and it still works afterwards
+    assert_clean(dp, tp)
+
+
+def test_exception_in_the_body(mesh, dp, tp):
+    with spmd.set_current_mesh(mesh):
+        with pytest.raises(ValueError):
+            with typecheck():
+                raise ValueError("body")
+        assert_clean(dp, tp)
+
+
+def test_another_librarys_backward_patch_survives_exit(mesh, dp, tp):
+    calls = []
+
+    def theirs(*args, **kwargs):
+        calls.append(1)
+        return previous(*args, **kwargs)
+
+    with spmd.set_current_mesh(mesh):
+        with typecheck():
+            previous = torch.autograd.backward
+            torch.autograd.backward = theirs  # installed inside the region
+        try:
+            assert torch.autograd.backward is theirs  # not overwritten by the exit
+            x = torch.ones(2, requires_grad=True)
+            torch.autograd.backward(x.sum())
+            assert calls == [1] and torch.equal(x.grad, torch.ones(2))
+            w = spmd.assert_type(torch.ones(2, requires_grad=True), {dp: I, tp: I})
+            with typecheck():  # a new region neither drops theirs nor loops
+                assert torch.autograd.backward is theirs
+                (w * 2).sum().backward()
+            assert calls == [1, 1] and torch.equal(w.grad, torch.full((2,), 2.0))
+        finally:
+            torch.autograd.backward = ORIGINAL_BACKWARD
+
+
+def test_a_patch_installed_before_entry_keeps_running_inside(mesh, dp, tp):
+    calls = []
+
+    def theirs(*args, **kwargs):
+        calls.append(1)
+        return ORIGINAL_BACKWARD(*args, **kwargs)
+
+    torch.autograd.backward = theirs
+    try:
+        w = spmd.assert_type(torch.ones(2, requires_grad=True), {dp: I, tp: I})
+        with spmd.set_current_mesh(mesh), typecheck():
+            torch.autograd.backward((w * 3).sum())
+        assert calls == [1] and torch.equal(w.grad, torch.full((2,), 3.0))
+        assert torch.autograd.backward is theirs  # restored to what was there
+    finally:
+        torch.autograd.backward = ORIGINAL_BACKWARD
+
+
+def test_threads_have_independent_checking_state(mesh, dp, tp):
+    inside, release = threading.Event(), threading.Event()
+    seen = {}
+
+    def checked_thread():
+        with spmd.set_current_mesh(mesh), typecheck():
+            seen["checked"] = partial_relu_raises(dp, tp)
+            inside.set()
+            release.wait(30)
+
+    t = threading.Thread(target=checked_thread)
+    t.start()
+    assert inside.wait(30)
+    seen["main"] = is_type_checking() or partial_relu_raises(dp, tp)
+    with spmd.set_current_mesh(mesh), typecheck():  # closes while the thread's is open
+        seen["main_inside"] = partial_relu_raises(dp, tp)
+    seen["main_after"] = is_type_checking() or partial_relu_raises(dp, tp)
+    assert torch.autograd.backward is not ORIGINAL_BACKWARD  # the thread's region holds it
+    release.set()
+    t.join(30)
+    assert seen == {"checked": True, "main": False, "main_inside": True, "main_after": False}
+    assert_clean(dp, tp)
