@@ -211,9 +211,9 @@ cspmd_status_t cspmd_coll_validate(cspmd_coll_t op, cspmd_ctype_t src, cspmd_cty
         return cspmd_error_set(CSPMD_ERR_MISUSE,
                                "invariant_to_replicate is typed (I, R), got src=%s, dst=%s", s.s,
                                d.s);
-    default:
-        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_validate: unknown op %d", (int)op);
     }
+    /* Every listed op returned above: a value outside the list. */
+    return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_validate: unknown op %d", (int)op);
 }
 
 /* ===================================================================== */
@@ -356,9 +356,8 @@ cspmd_status_t cspmd_coll_backward(cspmd_coll_t op, cspmd_ctype_t src, cspmd_cty
     case CSPMD_COLL_INVARIANT_TO_REPLICATE:
         return set_bwd(bop, bsrc, bdst, CSPMD_COLL_ALL_REDUCE, CT(CSPMD_LT_P, -1),
                        CT(CSPMD_LT_I, -1));
-    default:
-        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_backward: unknown op %d", (int)op);
     }
+    return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_backward: unknown op %d", (int)op);
 }
 
 /* ===================================================================== */
@@ -545,13 +544,16 @@ cspmd_status_t cspmd_coll_dims(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t
         if (*dim_a < 0)
             *dim_a = is_shard(dst) ? dst.shard_dim : is_shard(src) ? src.shard_dim : 0;
         return CSPMD_OK;
-    default:
-        if (*dim_a < 0)
-            *dim_a = 0;
-        if (*dim_b < 0)
-            *dim_b = 0;
-        return CSPMD_OK;
+    case CSPMD_COLL_ALL_REDUCE:
+    case CSPMD_COLL_REINTERPRET:
+    case CSPMD_COLL_INVARIANT_TO_REPLICATE:
+        break; /* no dim: 0 */
     }
+    if (*dim_a < 0)
+        *dim_a = 0;
+    if (*dim_b < 0)
+        *dim_b = 0;
+    return CSPMD_OK;
 }
 
 /* Ops whose tensor gets smaller: an out_dtype alone keeps the input dtype
@@ -575,9 +577,12 @@ static int backward_reduces(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t ds
         return src.ltype == CSPMD_LT_I && dst.ltype == CSPMD_LT_R;
     case CSPMD_COLL_INVARIANT_TO_REPLICATE:
         return 1;
-    default:
+    case CSPMD_COLL_REDUCE_SCATTER: /* all_gather back: nothing reduces */
+    case CSPMD_COLL_ALL_TO_ALL:
+    case CSPMD_COLL_REDISTRIBUTE: /* routed before it runs */
         return 0;
     }
+    return 0;
 }
 
 cspmd_status_t cspmd_coll_dtypes(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst,

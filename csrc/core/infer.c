@@ -67,16 +67,16 @@ static void tl_push(tlist_t *l, cspmd_ltype_t t)
     l->n++;
 }
 
-enum {
-    E_OK = 0,
-    E_EMPTY,
-    E_I_MIX,
-    E_P_V,
-    E_P_NONLIN,
-    E_P_LIN,
-    E_P_MULTI,
-    E_INCOMPAT
-};
+typedef enum axis_error {
+    AXIS_ERR_OK = 0,
+    AXIS_ERR_EMPTY,
+    AXIS_ERR_I_MIX,
+    AXIS_ERR_P_V,
+    AXIS_ERR_P_NONLIN,
+    AXIS_ERR_P_LIN,
+    AXIS_ERR_P_MULTI,
+    AXIS_ERR_INCOMPAT
+} axis_error_t;
 
 static _Thread_local int tl_relax;
 
@@ -154,34 +154,34 @@ static int rule_eval(int lin, const int cnt[5], cspmd_ltype_t *out)
         v = 0;
     }
     if (s + r + i + v + p == 0)
-        return E_EMPTY;
+        return AXIS_ERR_EMPTY;
     if (i + v + p == 0) {
         *out = CSPMD_LT_R;
-        return E_OK;
+        return AXIS_ERR_OK;
     }
     if (r + v + p == 0) {
         *out = CSPMD_LT_I;
-        return E_OK;
+        return AXIS_ERR_OK;
     }
     if (i + p == 0) {
         *out = CSPMD_LT_V;
-        return E_OK;
+        return AXIS_ERR_OK;
     }
     if (i > 0)
-        return E_I_MIX;
+        return AXIS_ERR_I_MIX;
     if (p > 0) {
         if (v > 0)
-            return E_P_V;
+            return AXIS_ERR_P_V;
         if (lin == CSPMDI_LIN_NONLINEAR)
-            return E_P_NONLIN;
+            return AXIS_ERR_P_NONLIN;
         if (lin == CSPMDI_LIN_LINEAR && (r > 0 || s > 0))
-            return E_P_LIN;
+            return AXIS_ERR_P_LIN;
         if (lin == CSPMDI_LIN_MULTILINEAR && p > 1)
-            return E_P_MULTI;
+            return AXIS_ERR_P_MULTI;
         *out = CSPMD_LT_P;
-        return E_OK;
+        return AXIS_ERR_OK;
     }
-    return E_INCOMPAT; /* unreachable */
+    return AXIS_ERR_INCOMPAT; /* unreachable */
 }
 
 /* ===================================================================== */
@@ -230,26 +230,26 @@ static void sb_list(sbuf_t *b, const tlist_t *l)
     sb_add(b, "]");
 }
 
-static void sb_base_error(sbuf_t *b, int err, const char *ax, const tlist_t *l)
+static void sb_base_error(sbuf_t *b, axis_error_t err, const char *ax, const tlist_t *l)
 {
     switch (err) {
-    case E_I_MIX:
+    case AXIS_ERR_I_MIX:
         sb_add(b, "Invariant type on axis %s cannot mix with other types. Found types: ", ax);
         break;
-    case E_P_V:
+    case AXIS_ERR_P_V:
         sb_add(b,
                "Partial type on axis %s cannot combine with Varying. Reduce Partial first "
                "(all_reduce -> R, or reduce_scatter -> V). Found types: ",
                ax);
         break;
-    case E_P_NONLIN:
+    case AXIS_ERR_P_NONLIN:
         sb_add(b,
                "Partial type on axis %s cannot propagate through non-linear ops (non-linear of "
                "a partial sum != partial sum of non-linear). Reduce first with all_reduce or "
                "reduce_scatter. Found types: ",
                ax);
         break;
-    case E_P_LIN:
+    case AXIS_ERR_P_LIN:
         sb_add(b,
                "Partial type on axis %s in a linear op requires all operands to be Partial (sum "
                "of partial sums is a partial sum, but adding a Replicate or scalar value makes "
@@ -257,13 +257,15 @@ static void sb_base_error(sbuf_t *b, int err, const char *ax, const tlist_t *l)
                "Found types: ",
                ax);
         break;
-    case E_P_MULTI:
+    case AXIS_ERR_P_MULTI:
         sb_add(b,
                "Partial in multiple factors of multilinear op on axis %s is forbidden. Reduce "
                "all but one factor first. Found types: ",
                ax);
         break;
-    default:
+    case AXIS_ERR_OK:
+    case AXIS_ERR_EMPTY:
+    case AXIS_ERR_INCOMPAT:
         sb_add(b, "Incompatible types on axis %s: ", ax);
         break;
     }
@@ -291,8 +293,9 @@ static const char *full_name(cspmd_ltype_t t)
     case CSPMD_LT_I: return "Invariant";
     case CSPMD_LT_V: return "Varying";
     case CSPMD_LT_P: return "Partial";
-    default: return "Scalar";
+    case CSPMD_LT_NONE: return "Scalar"; /* the weak scalar _S */
     }
+    return "Scalar";
 }
 
 static void sb_suggestions(sbuf_t *b, int lin, const int cnt[5], const char *ax)
@@ -307,13 +310,13 @@ static void sb_suggestions(sbuf_t *b, int lin, const int cnt[5], const char *ax)
         mod[from]--;
         mod[to]++;
         cspmd_ltype_t fix_out, nat_out;
-        if (rule_eval(lin, mod, &fix_out) != E_OK)
+        if (rule_eval(lin, mod, &fix_out) != AXIS_ERR_OK)
             continue;
         memcpy(rem, cnt, sizeof rem);
         rem[from]--;
         for (int t = 0; t < 5; t++)
             total += rem[t];
-        if (total > 0 && rule_eval(lin, rem, &nat_out) == E_OK && nat_out != fix_out)
+        if (total > 0 && rule_eval(lin, rem, &nat_out) == AXIS_ERR_OK && nat_out != fix_out)
             continue;
         if (!any)
             sb_add(b, "\nAre you missing a collective or a reinterpret/convert call? e.g.,");
@@ -329,10 +332,10 @@ static cspmd_status_t axis_rule(int lin, const tlist_t *l, cspmd_axis_t axis,
                                 cspmd_ltype_t *out)
 {
     int err = rule_eval(lin, l->cnt, out);
-    if (err == E_OK)
+    if (err == AXIS_ERR_OK)
         return CSPMD_OK;
     const char *ax = cspmd_axis_display(axis, 0);
-    if (err == E_EMPTY)
+    if (err == AXIS_ERR_EMPTY)
         return cspmd_error_set(CSPMD_ERR_VALUE, "No types provided for axis %s", ax);
     char msg[MSG_CAP];
     sbuf_t b = {msg, sizeof msg, 0};
@@ -698,7 +701,7 @@ static cspmd_status_t infer_uncached(const cspmdi_rule_t *r, const cspmd_operand
     if (st != CSPMD_OK)
         return st;
 
-    switch (r->kind) {
+    switch ((cspmd_rule_kind_t)r->kind) {
     case CSPMD_KIND_PASSTHROUGH:
         *out = CSPMD_TYPE_UNTYPED;
         return CSPMD_OK;
@@ -739,7 +742,8 @@ static cspmd_status_t infer_uncached(const cspmdi_rule_t *r, const cspmd_operand
             v.argmask &= ~arg_bit(0); /* infer from the fill value alone */
         return infer_view(&v, r->lin, m, out);
     }
-    default:
+    case CSPMD_KIND_INFER:
+    case CSPMD_KIND_FOREACH: /* an element of a list op: the rule below */
         break;
     }
 

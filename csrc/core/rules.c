@@ -642,19 +642,20 @@ const char *cspmd_rule_name(cspmd_rule_t rule)
         return "FOREACH";
     if (r == NULL)
         return "UNKNOWN";
-    switch (r->kind) {
+    switch ((cspmd_rule_kind_t)r->kind) {
     case CSPMD_KIND_FOREACH: return "FOREACH";
     case CSPMD_KIND_PASSTHROUGH: return "PASSTHROUGH";
     case CSPMD_KIND_FACTORY: return "FACTORY";
     case CSPMD_KIND_FILL: return "FILL";
     case CSPMD_KIND_RANDOM_FILL: return "RANDOM_FILL";
-    default: break;
+    case CSPMD_KIND_INFER: break; /* named by its linearity below */
     }
     if (r->flags & CSPMDI_RF_DECOMP)
         return "DECOMPOSED";
-    switch (r->lin) {
+    switch ((cspmdi_lin_t)r->lin) {
     case CSPMDI_LIN_LINEAR: return "LINEAR";
     case CSPMDI_LIN_MULTILINEAR: return "MULTILINEAR";
-    default: return "NONLINEAR";
+    case CSPMDI_LIN_NONLINEAR: return "NONLINEAR";
     }
+    return "NONLINEAR";
 }

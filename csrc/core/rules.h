@@ -11,11 +11,11 @@
 #include "table.h" /* CSPMDI_HIDDEN */
 
 /* How an op interacts with Partial. */
-enum {
+typedef enum cspmdi_lin {
     CSPMDI_LIN_NONLINEAR = 0,
     CSPMDI_LIN_LINEAR = 1,
     CSPMDI_LIN_MULTILINEAR = 2
-};
+} cspmdi_lin_t;
 
 /* Rule flags. */
 enum {

@@ -400,10 +400,11 @@ static cspmd_status_t body(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_
         return cspmd_op_alias(x, out); /* the data never changes */
     case CSPMD_COLL_CONVERT:
         return convert(c, x, r, ws, out);
-    default:
-        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_collective_compute: op %d must be "
-                                                 "routed first", (int)c->op);
+    case CSPMD_COLL_REDISTRIBUTE:
+        break; /* never runs itself: cspmd_coll_route names the op */
     }
+    return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_collective_compute: op %d must be "
+                                             "routed first", (int)c->op);
 }
 
 /* The collectives whose result torch returns as a new contiguous tensor. */

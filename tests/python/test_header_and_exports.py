@@ -51,3 +51,17 @@ def test_exported_symbols_match_the_headers():
     assert not [s for s in exported if s.startswith("cspmdi_")]
     # The same library is the extension module cspmd._C (the control functions).
     assert "PyInit__C" in {line.split()[-1] for line in nm.splitlines() if line.split()}
+
+
+def test_cpp_internals_are_hidden():
+    """The C++ shim is built with hidden visibility: nothing of namespace
+    cspmd (mangled N5cspmd, NK5cspmd, ...: its functions, vtables, typeinfo
+    and torch templates instantiated on its types) is exported -- the only
+    ways in are the C API above, the extension module and torch's
+    registrations."""
+    import cspmd._lib as lib
+    nm = subprocess.run(["nm", "-D", "--defined-only", lib._find_library()],
+                        capture_output=True, text=True, check=True).stdout
+    names = [line.split()[-1] for line in nm.splitlines() if line.split()]
+    leaked = [n for n in names if re.search(r"N[KVr]*5cspmd", n)]
+    assert leaked == [], leaked[:20]
