@@ -1,4 +1,5 @@
-"""Every ```python block of docs/*.md runs, each in a fresh interpreter.
+"""Every ```python block of docs/*.md and docs/dev/*.md runs, each in a
+fresh interpreter.
 
 Snippets that cannot run here (they need torchrun, several processes or a
 GPU) are fenced ```py instead: those are compiled, not run."""
@@ -17,9 +18,14 @@ _BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 _SNIPPET = re.compile(r"^```py\n(.*?)^```", re.M | re.S)
 
 
+def _doc_pages():
+    return sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")) +
+                  glob.glob(os.path.join(ROOT, "docs", "dev", "*.md")))
+
+
 def _blocks():
     out = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))):
+    for path in sorted(_doc_pages()):
         with open(path) as f:
             text = f.read()
         for i, m in enumerate(_BLOCK.finditer(text)):
@@ -57,7 +63,7 @@ def test_doc_block_runs(code, results):
 
 def _snippets():
     out = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))):
+    for path in sorted(_doc_pages()):
         with open(path) as f:
             text = f.read()
         for m in _SNIPPET.finditer(text):
