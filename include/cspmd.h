@@ -181,6 +181,16 @@ typedef struct cspmd_spec {
  * (SPMD_TYPE); spec axes absent from axes are added as V.  No axes and no spec gives CSPMD_TYPE_EMPTY. */
 CSPMD_API cspmd_status_t cspmd_type_make(const cspmd_axis_t *axes, const cspmd_ltype_t *ltypes,
                                          int n, const cspmd_spec_t *spec, cspmd_type_t *out);
+/* The partition spec that S(d) annotations describe: axes[i] shards tensor
+ * dim dims[i] (negative counts from the end) of a tensor of ndim dims; a
+ * trivial axis is skipped.  One axis per dim: two axes on one dim need an
+ * explicit spec to order them.  Errors: SPMD_TYPE ("S(d) is out of range
+ * for a tensor with n dims", "Axes A and B both shard tensor dim d. Use an
+ * explicit PartitionSpec to specify the axis ordering."); VALUE (ndim
+ * outside 0..CSPMD_MAX_DIMS); MISUSE (NULL, n outside 0..CSPMD_MAX_AXES).
+ * On error *out is untouched. */
+CSPMD_API cspmd_status_t cspmd_spec_from_shards(const cspmd_axis_t *axes, const int32_t *dims,
+                                                int n, int ndim, cspmd_spec_t *out);
 /* Number of axes (0 for UNTYPED / EMPTY; -1 for an unknown id). */
 CSPMD_API int cspmd_type_naxes(cspmd_type_t type);
 /* The i-th (axis, ltype) pair in canonical order (sorted by display name,

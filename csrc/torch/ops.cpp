@@ -215,6 +215,31 @@ int64_t type_merge_scalars(int64_t a, int64_t b) {
     return out;
 }
 
+// [ndim, n0, axes..., n1, ...]: the spec that S(d) annotations describe,
+// in the encoding type_make takes.
+std::vector<int64_t> spec_from_shards(IntList axes, IntList dims, int64_t ndim) {
+    auto a = to_axes(axes);
+    if (dims.size() != a.size())
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: axes and dims differ in length");
+    auto clamp = [](int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; };
+    std::vector<int32_t> d;
+    for (int64_t v : dims)
+        d.push_back(static_cast<int32_t>(clamp(v, INT32_MIN, INT32_MAX)));
+    cspmd_spec_t s;
+    check(cspmd_spec_from_shards(a.data(), d.data(), static_cast<int>(a.size()),
+                                 static_cast<int>(clamp(ndim, -1, CSPMD_MAX_DIMS + 1)), &s));
+    std::vector<int64_t> out{s.ndim};
+    for (int k = 0; k < s.ndim; k++) {
+        out.push_back(s.nentry[k]);
+        for (int j = 0; j < s.nentry[k]; j++)
+            out.push_back(s.entry[k][j]);
+    }
+    return out;
+}
+
+// torch's code for a dtype (the collectives' dtype options travel as codes).
+int64_t dtype_code(at::ScalarType t) { return static_cast<int64_t>(t); }
+
 int64_t type_dual(int64_t type) { return cspmd_type_dual(to_type(type)); }
 int64_t ltype_dual(int64_t lt) { return cspmd_ltype_dual(static_cast<cspmd_ltype_t>(lt)); }
 
@@ -417,6 +442,8 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(type_refine);
         CSPMD_BIND(type_dual);
         CSPMD_BIND(ltype_dual);
+        CSPMD_BIND(spec_from_shards);
+        CSPMD_BIND(dtype_code);
         CSPMD_BIND(coll_noop);
         CSPMD_BIND(type_mutate);
         CSPMD_BIND(type_reinterpret_no_grad);

@@ -14,4 +14,5 @@ Suite *suite_raw(void);
 Suite *suite_compat(void);
 Suite *suite_type_carry(void);
 Suite *suite_view_rules(void);
+Suite *suite_shard_spec(void);
 #endif

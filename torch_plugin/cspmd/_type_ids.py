@@ -5,12 +5,10 @@ plus a PartitionSpec) becomes a core type id here; the core validates and
 interns it.  Below cspmd.runtime and cspmd.scalar, which both intern.
 """
 
-from ._codes import LT
 from ._errors import SpmdTypeError
 from ._lib import ops
 from .mesh import MeshAxis, current_mesh, normalize_axis
-from .types import (PartitionSpec, PerMeshAxisLocalSpmdType, Shard, _empty_entry, ltype_code,
-                    ltype_of)
+from .types import PerMeshAxisLocalSpmdType, Shard, _empty_entry, ltype_code, ltype_of
 
 __all__ = ["type_to_dict"]
 
@@ -45,36 +43,23 @@ def _type_id(type_, ndim, partition_spec=None):
     if not isinstance(type_, dict):
         raise TypeError(f"expected a dict {{axis: type}} or one of R, I, V, P, got "
                         f"{type(type_).__name__}")
-    axes, codes, shards = [], [], {}
+    axes, codes, shard_axes, shard_dims = [], [], [], []
     for key, t in type_.items():
         axis = normalize_axis(key)
         code = ltype_code(t, f"type on axis {axis!r}")
         if axis.size() == 1:
             continue
         if isinstance(t, Shard):
-            d = t.dim + ndim if t.dim < 0 else t.dim
-            if not 0 <= d < ndim:
-                raise SpmdTypeError(f"S({t.dim}) is out of range for a tensor with {ndim} dims")
-            if d in shards:
-                raise SpmdTypeError(f"Axes {shards[d]!r} and {axis!r} both shard tensor dim {d}. "
-                                    "Use an explicit PartitionSpec to specify the axis ordering.")
-            shards[d] = axis
+            shard_axes.append(axis.id)
+            shard_dims.append(t.dim)
         axes.append(axis.id)
         codes.append(code)
-    if shards:
+    if shard_axes:
         if partition_spec is not None:
             raise SpmdTypeError("S(i) entries cannot be combined with an explicit partition_spec")
-        partition_spec = PartitionSpec(*(shards.get(d) for d in range(ndim)))
-    if partition_spec is not None:
-        # Spec axes not written in the dict are V.
-        for entry in partition_spec:
-            for a in (entry if isinstance(entry, tuple) else (entry,)):
-                if a is None:
-                    continue
-                axis = normalize_axis(a)
-                if axis.size() > 1 and axis.id not in axes:
-                    axes.append(axis.id)
-                    codes.append(LT.V)
+        # The core lays the S(d) entries out as a spec (one axis per dim).
+        return ops.type_make(axes, codes, ops.spec_from_shards(shard_axes, shard_dims, ndim))
+    # Spec axes the dict does not name are V: the core adds them.
     return ops.type_make(axes, codes, _spec_encoding(partition_spec, ndim))
 
 

@@ -24,12 +24,12 @@ __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "reinterp
            "redistribute", "shard", "unshard", "invariant_to_replicate"]
 
 
-# torch ScalarType codes of the dtypes the options accept.
-_DTYPE_CODES = {
-    torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4,
-    torch.float16: 5, torch.float32: 6, torch.float64: 7, torch.complex64: 9,
-    torch.complex128: 10, torch.bool: 11, torch.bfloat16: 15,
-}
+# The dtypes the options accept, with torch's code for each (read from
+# torch through the library, never spelled here).
+_DTYPE_CODES = {dt: _ops.dtype_code(dt) for dt in (
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+    torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool,
+    torch.bfloat16)}
 _BACKWARD_KEYS = ("async_op", "backward_options", "op_dtype", "out_dtype")
 
 
