@@ -57,3 +57,34 @@ def test_nonzero_buffer_is_not_exempt(pg):
         loss = _loss_through_tp(y, pg)
         with pytest.raises(spmd.SpmdTypeError, match="during backward, in ScatterIntoOnesBackward"):
             loss.backward()
+
+
+@pytest.mark.parametrize("fn", ["rfft", "rfft2", "rfftn"])
+def test_rfft_backward_copies_into_a_zero_buffer(mesh, dp, tp, fn):
+    # rfft's backward makes zeros of the full size and copy_s the gradient
+    # into a slice of it: the buffer takes the gradient's type.
+    w = spmd.assert_type(torch.randn(4, 8, requires_grad=True), {dp: spmd.I, tp: spmd.I})
+    with spmd.set_current_mesh(mesh), spmd.checker.typecheck():
+        getattr(torch.fft, fn)(w).abs().sum().backward()
+    assert spmd.get_local_type(w.grad) == {spmd.MeshAxis.of(dp): spmd.I,
+                                           spmd.MeshAxis.of(tp): spmd.I}
+    assert w.grad.abs().sum() > 0
+
+
+def test_copy_into_a_nonzero_buffer_in_backward_is_not_exempt(pg):
+    class CopyIntoOnes(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x[:4].clone()
+
+        @staticmethod
+        def backward(ctx, g):  # a bug: the rest of the gradient is ones, not zeros
+            buf = spmd.assert_type(torch.ones(8, 4), {pg: R})
+            buf[:4].copy_(g)
+            return buf
+
+    x = spmd.assert_type(torch.randn(8, 4, requires_grad=True), {pg: R})
+    with spmd.checker.typecheck():
+        loss = _loss_through_tp(CopyIntoOnes.apply(x), pg)
+        with pytest.raises(spmd.SpmdTypeError, match="during backward, in CopyIntoOnesBackward"):
+            loss.backward()
