@@ -369,8 +369,15 @@ typedef struct cspmd_operand {
     cspmd_type_t type;  /* the tensor's type (ignored for SCALAR)        */
     uint16_t arg;       /* schema argument index it came from            */
     uint8_t kind;       /* cspmd_operand_kind_t                          */
-    uint8_t pad;
+    uint8_t flags;      /* CSPMD_OPERAND_NO_GRAD, or 0                   */
 } cspmd_operand_t;
+
+/* The operand cannot receive a gradient from this op (it does not require
+ * grad, or grad mode is off; typed scalars never do).  R and I differ only
+ * in the gradient they accept, so where I meets other types on an axis
+ * such an R or I operand takes the flavour of the R/I operands that can
+ * receive one (R if none can); messages still show its own type. */
+#define CSPMD_OPERAND_NO_GRAD 0x1u
 
 /* Infer the output local type for rule over ops[0..n).  Uses the calling
  * thread's current mesh and strictness.  On a type error returns
@@ -473,6 +480,14 @@ CSPMD_API cspmd_status_t cspmd_coll_backward(cspmd_coll_t op, cspmd_ctype_t src,
  * and set the resolved axes to dst.  fn names the op in messages. */
 CSPMD_API cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t src,
                                           cspmd_ltype_t dst, cspmd_type_t in, cspmd_type_t *out);
+/* cspmd_coll_infer for an input that cannot receive a gradient
+ * (input_no_grad != 0: it does not require grad, or grad mode is off):
+ * then an R input is also accepted where I is declared and an I input
+ * where R is (they differ only in the gradient they accept). */
+CSPMD_API cspmd_status_t cspmd_coll_infer_input(const char *fn, cspmd_axis_t axis,
+                                                cspmd_ltype_t src, cspmd_ltype_t dst,
+                                                cspmd_type_t in, int input_no_grad,
+                                                cspmd_type_t *out);
 
 
 /* The op that redistribute(src, dst) runs: REDISTRIBUTE itself

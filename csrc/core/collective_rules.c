@@ -367,6 +367,13 @@ cspmd_status_t cspmd_coll_backward(cspmd_coll_t op, cspmd_ctype_t src, cspmd_cty
 cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t src,
                                 cspmd_ltype_t dst, cspmd_type_t in, cspmd_type_t *out)
 {
+    return cspmd_coll_infer_input(fn, axis, src, dst, in, 0, out);
+}
+
+cspmd_status_t cspmd_coll_infer_input(const char *fn, cspmd_axis_t axis, cspmd_ltype_t src,
+                                      cspmd_ltype_t dst, cspmd_type_t in, int input_no_grad,
+                                      cspmd_type_t *out)
+{
     if (fn == NULL || out == NULL)
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_infer: NULL argument");
     if (src < CSPMD_LT_R || src > CSPMD_LT_P || dst < CSPMD_LT_R || dst > CSPMD_LT_P)
@@ -432,6 +439,9 @@ cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t
         cspmd_ltype_t t = lts[resolved[k]];
         if (t == src || (t == CSPMD_LT_V && src == CSPMD_LT_P))
             continue;
+        if (input_no_grad && (t == CSPMD_LT_R || t == CSPMD_LT_I) &&
+            (src == CSPMD_LT_R || src == CSPMD_LT_I))
+            continue; /* R and I differ only in the gradient, which x cannot take */
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s: expected input type %s on axis %s, got %s",
                                fn, cspmd_ltype_letter(src),
                                cspmd_axis_display(axes[resolved[k]], 0), cspmd_ltype_letter(t));

@@ -7,6 +7,15 @@
 
 #include "cspmd.h"
 
+/* R and I gradients are both complete and the same on every rank; they
+ * differ only in what a second backward would do.  A backward op that mixes
+ * them types its result by the R/I coercion (its operands take no gradient),
+ * so either stands for the other where one of them is due. */
+static int reduced_either(cspmd_ltype_t due, cspmd_ltype_t got)
+{
+    return (due == CSPMD_LT_R || due == CSPMD_LT_I) && (got == CSPMD_LT_R || got == CSPMD_LT_I);
+}
+
 cspmd_status_t cspmd_loss_check(cspmd_type_t loss)
 {
     int n = cspmd_type_naxes(loss);
@@ -71,9 +80,10 @@ cspmd_status_t cspmd_grad_check(cspmd_type_t fwd, cspmd_type_t grad, const char 
             continue;
         if (got == CSPMD_LT_NONE && !cspmd_checker_strict())
             continue;
-        if (due == CSPMD_LT_P && got == CSPMD_LT_V) {
-            /* A per-rank contribution to a pending sum: V -> P is free. */
-            st = cspmd_type_with(result, axis, CSPMD_LT_P, &result);
+        if ((due == CSPMD_LT_P && got == CSPMD_LT_V) || reduced_either(due, got)) {
+            /* A per-rank contribution to a pending sum: V -> P is free;
+             * a reduced gradient is relabelled to the flavour due. */
+            st = cspmd_type_with(result, axis, due, &result);
             if (st != CSPMD_OK)
                 return st;
             continue;
@@ -195,7 +205,8 @@ cspmd_status_t cspmd_grad_accum_check(cspmd_type_t fwd, cspmd_type_t held, int h
         if (st != CSPMD_OK)
             return st;
         cspmd_ltype_t due = cspmd_ltype_dual(t), got = cspmd_type_get(held, axis);
-        if (got == due || (due == CSPMD_LT_P && got == CSPMD_LT_V) || got == CSPMD_LT_NONE)
+        if (got == due || (due == CSPMD_LT_P && got == CSPMD_LT_V) || got == CSPMD_LT_NONE ||
+            reduced_either(due, got))
             continue;
         char fbuf[256], hbuf[256];
         cspmd_type_format(fwd, fbuf, sizeof fbuf);

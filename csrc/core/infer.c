@@ -46,25 +46,39 @@
 /* Per-axis type lists and the raw rule                                  */
 /* ===================================================================== */
 
-/* CSPMD_LT_NONE (0) stands for the weak scalar _S. */
+/* CSPMD_LT_NONE (0) stands for the weak scalar _S.  Each entry has the
+ * type the rule counts (after the R/I coercion of operands that take no
+ * gradient) and the operand's own type, which messages and fix
+ * suggestions use. */
 typedef struct tlist {
     int n;
-    int cnt[5];
-    uint8_t v[LIST_CAP];
+    int cnt[5];  /* counted types */
+    int ocnt[5]; /* own types     */
+    uint8_t v[LIST_CAP];  /* own types, for "Found types: [...]" */
+    uint8_t cv[LIST_CAP]; /* counted types                        */
 } tlist_t;
 
 static void tl_init(tlist_t *l)
 {
     memset(l->cnt, 0, sizeof l->cnt);
+    memset(l->ocnt, 0, sizeof l->ocnt);
     l->n = 0;
+}
+
+static void tl_push_as(tlist_t *l, cspmd_ltype_t own, cspmd_ltype_t counted)
+{
+    l->cnt[counted]++;
+    l->ocnt[own]++;
+    if (l->n < LIST_CAP) {
+        l->v[l->n] = (uint8_t)own;
+        l->cv[l->n] = (uint8_t)counted;
+    }
+    l->n++;
 }
 
 static void tl_push(tlist_t *l, cspmd_ltype_t t)
 {
-    l->cnt[t]++;
-    if (l->n < LIST_CAP)
-        l->v[l->n] = (uint8_t)t;
-    l->n++;
+    tl_push_as(l, t, t);
 }
 
 typedef enum axis_error {
@@ -136,7 +150,7 @@ int cspmd_pending_scalars_take(cspmd_operand_t *ops, int cap)
         ops[i].type = slots[i];
         ops[i].arg = UINT16_MAX; /* at no declared position */
         ops[i].kind = CSPMD_OPERAND_TYPED;
-        ops[i].pad = 0;
+        ops[i].flags = CSPMD_OPERAND_NO_GRAD; /* a typed scalar takes no gradient */
     }
     tl_npending = 0;
     free(tl_pending_heap);
@@ -341,7 +355,8 @@ static cspmd_status_t axis_rule(int lin, const tlist_t *l, cspmd_axis_t axis,
     sbuf_t b = {msg, sizeof msg, 0};
     msg[0] = '\0';
     sb_base_error(&b, err, ax, l);
-    sb_suggestions(&b, lin, l->cnt, ax);
+    /* Suggestions describe explicit conversions: judged on the own types. */
+    sb_suggestions(&b, lin, l->ocnt, ax);
     return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s", msg);
 }
 
@@ -400,6 +415,7 @@ typedef struct elem {
     cspmd_ltype_t lt[CSPMD_MAX_AXES];
     int coef;
     int untyped; /* no type at all (never annotated), not merely no axes */
+    int no_grad; /* cannot receive a gradient from this op */
 } elem_t;
 
 /* Element k of the operand list, if it is a tensor-like element of the
@@ -414,6 +430,7 @@ static int view_elem(const view_t *v, int k, elem_t *e)
             e->n = 0;
         e->coef = 0;
         e->untyped = v->lead == CSPMD_TYPE_UNTYPED;
+        e->no_grad = 0; /* an intermediate result: counted as able to */
         return 1;
     }
     const cspmd_operand_t *o = &v->ops[k];
@@ -427,6 +444,7 @@ static int view_elem(const view_t *v, int k, elem_t *e)
         return 0; /* a Scalar wrapper with no axes adds nothing */
     e->coef = (v->coefmask & bit) != 0;
     e->untyped = o->type == CSPMD_TYPE_UNTYPED;
+    e->no_grad = o->kind == CSPMD_OPERAND_TYPED || (o->flags & CSPMD_OPERAND_NO_GRAD) != 0;
     return 1;
 }
 
@@ -502,6 +520,36 @@ static int axis_in(const cspmd_axis_t *a, int n, cspmd_axis_t x)
     return 0;
 }
 
+/* The R/I coercion on one axis: R and I differ only in the gradient they
+ * accept.  When I meets a type other than I (weak scalars aside), the R
+ * and I operands that cannot receive a gradient take the flavour of those
+ * that can -- I if those are I, R if they are R or there are none.  When
+ * both R and I operands can receive one, nothing is coerced (the mix is an
+ * error).  Returns the flavour, or CSPMD_LT_NONE for no coercion. */
+static cspmd_ltype_t ri_flavour(const view_t *v, cspmd_axis_t axis)
+{
+    int has_i = 0, other = 0, fixed_r = 0, fixed_i = 0;
+    elem_t e;
+    for (int k = v->has_lead ? -1 : 0; k < v->n; k++) {
+        if (!view_elem(v, k, &e))
+            continue;
+        cspmd_ltype_t t = elem_get(&e, axis);
+        if (t == CSPMD_LT_NONE)
+            continue;
+        if (t == CSPMD_LT_I)
+            has_i = 1;
+        else
+            other = 1;
+        if (!e.no_grad) {
+            fixed_r |= t == CSPMD_LT_R;
+            fixed_i |= t == CSPMD_LT_I;
+        }
+    }
+    if (!has_i || !other || (fixed_r && fixed_i))
+        return CSPMD_LT_NONE;
+    return fixed_i ? CSPMD_LT_I : CSPMD_LT_R;
+}
+
 /* Full multi-axis inference over a view with linearity lin. */
 static cspmd_status_t infer_view(const view_t *v, int lin, const mesh_info_t *m,
                                  cspmd_type_t *out)
@@ -557,6 +605,7 @@ static cspmd_status_t infer_view(const view_t *v, int lin, const mesh_info_t *m,
         cspmd_axis_t axis = all[a];
         tl_init(&fl);
         tl_init(&cl);
+        cspmd_ltype_t flavour = ri_flavour(v, axis);
         int idx = 0, present = 0;
         for (int k = v->has_lead ? -1 : 0; k < v->n; k++) {
             if (!view_elem(v, k, &e))
@@ -590,7 +639,9 @@ static cspmd_status_t infer_view(const view_t *v, int lin, const mesh_info_t *m,
                 return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s", msg);
             }
             present++;
-            tl_push(e.coef ? &cl : &fl, t);
+            int coerce = flavour != CSPMD_LT_NONE && e.no_grad &&
+                         (t == CSPMD_LT_R || t == CSPMD_LT_I);
+            tl_push_as(e.coef ? &cl : &fl, t, coerce ? flavour : t);
         }
         if (present == 0)
             continue; /* nobody is typed on this axis: the output lacks it */
@@ -615,12 +666,16 @@ static cspmd_status_t infer_view(const view_t *v, int lin, const mesh_info_t *m,
             }
             int shown = cl.n < LIST_CAP ? cl.n : LIST_CAP;
             for (int k = 0; k < shown; k++)
-                tl_push(&g, (cspmd_ltype_t)cl.v[k]);
+                tl_push_as(&g, (cspmd_ltype_t)cl.v[k], (cspmd_ltype_t)cl.cv[k]);
             if (cl.n > shown) { /* keep exact counts past LIST_CAP */
-                for (int t = 0; t < 5; t++)
+                for (int t = 0; t < 5; t++) {
                     g.cnt[t] += cl.cnt[t];
-                for (int k = 0; k < shown; k++)
-                    g.cnt[cl.v[k]]--;
+                    g.ocnt[t] += cl.ocnt[t];
+                }
+                for (int k = 0; k < shown; k++) {
+                    g.cnt[cl.cv[k]]--;
+                    g.ocnt[cl.v[k]]--;
+                }
                 g.n += cl.n - shown;
             }
             st = axis_rule(CSPMDI_LIN_MULTILINEAR, &g, axis, &r);
@@ -776,7 +831,7 @@ typedef struct memo_op {
     uint32_t type;
     uint16_t arg;
     uint8_t kind;
-    uint8_t pad;
+    uint8_t flags;
 } memo_op_t;
 
 typedef struct memo_entry {
@@ -810,7 +865,7 @@ static void memo_key(const cspmd_operand_t *ops, int n, memo_op_t *k)
         k[i].type = ops[i].kind == CSPMD_OPERAND_SCALAR ? 0u : ops[i].type;
         k[i].arg = ops[i].arg;
         k[i].kind = ops[i].kind;
-        k[i].pad = 0;
+        k[i].flags = ops[i].flags;
     }
 }
 
@@ -832,7 +887,8 @@ cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
         memo_key(ops, n, key);
         uint32_t h = mix(mix(mix(0x811c9dc5u, (uint32_t)rule), mesh), (uint32_t)(strict | n << 1));
         for (int i = 0; i < n; i++)
-            h = mix(mix(h, key[i].type), (uint32_t)key[i].arg << 8 | key[i].kind);
+            h = mix(mix(h, key[i].type),
+                    (uint32_t)key[i].arg << 16 | (uint32_t)key[i].flags << 8 | key[i].kind);
         slot = &tl_memo[h & (MEMO_SIZE - 1)];
         if (slot->rule_plus1 == rule + 1 && slot->mesh == mesh && slot->strict == strict &&
             slot->n == n && memcmp(slot->ops, key, (size_t)n * sizeof key[0]) == 0) {
@@ -846,6 +902,9 @@ cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
         if (ops[i].kind > CSPMD_OPERAND_TYPED)
             return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: operand %d has bad kind %u",
                                    i, (unsigned)ops[i].kind);
+        if (ops[i].flags & ~CSPMD_OPERAND_NO_GRAD)
+            return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: operand %d has bad flags %u",
+                                   i, (unsigned)ops[i].flags);
         if (ops[i].kind == CSPMD_OPERAND_TENSOR && ops[i].arg >= RULE_ARGS_MAX)
             return cspmd_error_set(CSPMD_ERR_VALUE,
                                    "%s: operand %d comes from schema argument %u; cspmd's op "

@@ -74,15 +74,11 @@ static void element_operands(const cspmd_args_t *a, list_state_t *ls, int64_t i,
         } else if (ls->is_list[arg]) {
             const cspmd_tensor_ref_t *r = element_ref(a, ls, arg, i);
             if (r != NULL && !r->out)
-                cspmdk_operand_push(o, r->type, arg,
-                                    r->wrapped_number ? CSPMD_OPERAND_SCALAR
-                                                      : CSPMD_OPERAND_TENSOR);
+                cspmdk_operand_push_ref(o, a, r, arg);
         } else {
             for (int t = ls->begin[arg]; t < ls->end[arg]; t++)
                 if (!a->tensors[t].out)
-                    cspmdk_operand_push(o, a->tensors[t].type, arg,
-                                        a->tensors[t].wrapped_number ? CSPMD_OPERAND_SCALAR
-                                                                     : CSPMD_OPERAND_TENSOR);
+                    cspmdk_operand_push_ref(o, a, &a->tensors[t], arg);
         }
     }
     if (typed->n > 0) { /* typed Scalars replace the weak ones */

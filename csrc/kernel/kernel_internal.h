@@ -33,6 +33,11 @@ CSPMDK_HIDDEN cspmd_status_t cspmdk_operands_reserve(operands_t *o, int need);
 /* Append one (room reserved by the caller). */
 CSPMDK_HIDDEN void cspmdk_operand_push(operands_t *o, cspmd_type_t type, int arg,
                                        cspmd_operand_kind_t kind);
+/* Append tensor r of args at schema argument arg: a weak scalar if it is a
+ * wrapped number, else a tensor flagged NO_GRAD when it cannot receive a
+ * gradient (room reserved by the caller). */
+CSPMDK_HIDDEN void cspmdk_operand_push_ref(operands_t *o, const cspmd_args_t *args,
+                                           const cspmd_tensor_ref_t *r, int arg);
 /* 1 if some non-scalar operand carries a type. */
 CSPMDK_HIDDEN int cspmdk_any_typed(const cspmd_operand_t *ops, int n);
 

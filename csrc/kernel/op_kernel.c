@@ -108,7 +108,16 @@ void cspmdk_operand_push(operands_t *o, cspmd_type_t type, int arg, cspmd_operan
     op->type = type;
     op->arg = (uint16_t)arg;
     op->kind = (uint8_t)kind;
-    op->pad = 0;
+    op->flags = 0;
+}
+
+void cspmdk_operand_push_ref(operands_t *o, const cspmd_args_t *args, const cspmd_tensor_ref_t *r,
+                             int arg)
+{
+    cspmdk_operand_push(o, r->type, arg,
+                        r->wrapped_number ? CSPMD_OPERAND_SCALAR : CSPMD_OPERAND_TENSOR);
+    if (!(args->grad_enabled && r->requires_grad))
+        o->v[o->n - 1].flags = CSPMD_OPERAND_NO_GRAD;
 }
 
 /* Tensors (out= excluded) and Scalar arguments, in argument order, then
@@ -132,8 +141,7 @@ static cspmd_status_t collect_operands(const cspmd_args_t *args, operands_t *o)
             const cspmd_tensor_ref_t *r = &args->tensors[t];
             if (r->out)
                 continue;
-            cspmdk_operand_push(o, r->type, arg,
-                         r->wrapped_number ? CSPMD_OPERAND_SCALAR : CSPMD_OPERAND_TENSOR);
+            cspmdk_operand_push_ref(o, args, r, arg);
         }
     }
     if (npending > 0) {

@@ -26,6 +26,28 @@ using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 using IntList = c10::ArrayRef<int64_t>;
 
+// Whether the collective's input can receive a gradient, as its caller
+// sees it (1: it cannot).  collective_autograd records it before the
+// autograd Function runs the kernel with grad mode off; -1 elsewhere (a
+// backward collective, a direct call), where it is read off x.
+thread_local int tl_caller_input_no_grad = -1;
+
+int input_no_grad(const at::Tensor &x) {
+    if (tl_caller_input_no_grad >= 0)
+        return tl_caller_input_no_grad;
+    return !(x.requires_grad() && at::GradMode::is_enabled());
+}
+
+struct CallerInputNoGrad {
+    int saved;
+    explicit CallerInputNoGrad(int no_grad) : saved(tl_caller_input_no_grad) {
+        tl_caller_input_no_grad = no_grad;
+    }
+    ~CallerInputNoGrad() { tl_caller_input_no_grad = saved; }
+    CallerInputNoGrad(const CallerInputNoGrad &) = delete;
+    CallerInputNoGrad &operator=(const CallerInputNoGrad &) = delete;
+};
+
 cspmd_ctype_t ctype(int64_t lt, int64_t dim) {
     return cspmd_ctype_t{static_cast<cspmd_ltype_t>(lt), static_cast<int32_t>(dim)};
 }
@@ -158,9 +180,9 @@ void collective_check_input(const at::Tensor &x, std::string fn, int64_t axis, i
         return;
     cspmd_type_t ignored;
     cspmd_ctype_t src = ctype(src_lt, src_dim);
-    cspmd_status_t st = cspmd_coll_infer(fn.c_str(), static_cast<cspmd_axis_t>(axis), src.ltype,
-                                         src.ltype, impl_get_type(x.unsafeGetTensorImpl()),
-                                         &ignored);
+    cspmd_status_t st = cspmd_coll_infer_input(
+        fn.c_str(), static_cast<cspmd_axis_t>(axis), src.ltype, src.ltype,
+        impl_get_type(x.unsafeGetTensorImpl()), input_no_grad(x), &ignored);
     if (st != CSPMD_OK)
         raise_with_context(st, fn.c_str(), x, static_cast<cspmd_axis_t>(axis), src, src);
 }
@@ -184,9 +206,9 @@ at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, i
     bool checking = key_enabled();
     cspmd_type_t out_type = CSPMD_TYPE_UNTYPED;
     if (checking) {
-        cspmd_status_t st = cspmd_coll_infer(fn, static_cast<cspmd_axis_t>(axis), r.src.ltype,
-                                             r.dst.ltype, impl_get_type(x.unsafeGetTensorImpl()),
-                                             &out_type);
+        cspmd_status_t st = cspmd_coll_infer_input(
+            fn, static_cast<cspmd_axis_t>(axis), r.src.ltype, r.dst.ltype,
+            impl_get_type(x.unsafeGetTensorImpl()), input_no_grad(x), &out_type);
         if (st != CSPMD_OK)
             raise_with_context(st, fn, x, static_cast<cspmd_axis_t>(axis), r.src, r.dst);
     }
@@ -316,6 +338,7 @@ at::Tensor collective_autograd(const at::Tensor &x, int64_t op, std::string grou
         resolve_dtypes(r, x, dtypes, x.requires_grad() && at::GradMode::is_enabled());
     if (!bad_options.empty())
         throw_core_error(CSPMD_ERR_VALUE, bad_options);
+    CallerInputNoGrad caller(!(x.requires_grad() && at::GradMode::is_enabled()));
     if (!(x.requires_grad() && at::GradMode::is_enabled())) {
         // No graph to record: skip the autograd Function's bookkeeping.
         at::AutoDispatchBelowADInplaceOrView below;

@@ -2,6 +2,7 @@
 // thread-local switch for the key, and the boxed-stack accessors that the C
 // kernel (csrc/kernel/op_kernel.c) reads.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
@@ -228,6 +229,7 @@ static bool is_number_arg(const c10::Argument *s) {
 
 static void args_init(cspmd_args_t *a) {
     a->nargs = 0;
+    a->grad_enabled = 0;
     a->scalar_args = 0;
     a->ntensors = 0;
     a->cap = CSPMD_ARGS_INLINE;
@@ -265,6 +267,7 @@ void cspmd_args_release(cspmd_args_t *args) {
 
 cspmd_status_t cspmd_call_args(const cspmd_call_t *call, cspmd_args_t *args) {
     args_init(args);
+    args->grad_enabled = c10::GradMode::is_enabled();
     try {
         const auto &schema = call->op->schema().arguments();
         size_t n = schema.size();

@@ -71,6 +71,7 @@ typedef struct cspmd_tensor_ref {
 #define CSPMD_ARGS_INLINE 64
 typedef struct cspmd_args {
     int nargs;                  /* schema arguments                          */
+    int grad_enabled;           /* grad mode was on at the call              */
     uint64_t scalar_args;       /* bit i: argument i is a Scalar or a list of
                                    Scalars (i < 64)                          */
     int ntensors;               /* tensors found, in argument order          */

@@ -123,6 +123,10 @@ START_TEST(test_grad_duality)
     ck_assert_int_eq(cspmd_grad_check(ty(LR, LV), ty(LP, LV), "w", &out), CSPMD_OK);
     ck_assert_uint_eq(out, ty(LP, LV));
     ck_assert_int_eq(cspmd_grad_check(ty(LI, LP), ty(LI, LR), "w", &out), CSPMD_OK);
+    /* R and I stand for each other (both reduced); relabelled to the dual. */
+    ck_assert_int_eq(cspmd_grad_check(ty(LI, LP), ty(LR, LI), "w", &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LI, LR));
+    ck_assert_int_eq(cspmd_grad_accum_check(ty(LI, LP), ty(LR, LI), 0, "w"), CSPMD_OK);
     /* V where P is due is accepted and becomes P. */
     ck_assert_int_eq(cspmd_grad_check(ty(LR, LR), ty(LV, LP), "w", &out), CSPMD_OK);
     ck_assert_uint_eq(out, ty(LP, LP));

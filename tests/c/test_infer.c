@@ -273,8 +273,8 @@ START_TEST(test_typed_scalars)
 {
     INFER_OK("aten::add", "Tensor", tt(LV), TEN(tt(LR), 0), TYP(tt(LV), 1));
     INFER_OK("aten::mul", "Tensor", tt(LP), TEN(tt(LP), 0), TYP(tt(LR), 1));
-    INFER_ERR("aten::mul", "Tensor", CSPMD_ERR_SPMD_TYPE, "Invariant", TEN(tt(LP), 0),
-              TYP(tt(LI), 1));
+    /* a typed scalar takes no gradient: its I reads as R next to P */
+    INFER_OK("aten::mul", "Tensor", tt(LP), TEN(tt(LP), 0), TYP(tt(LI), 1));
     INFER_ERR("aten::mul", "Tensor", CSPMD_ERR_SPMD_TYPE, "Varying", TEN(tt(LP), 0),
               TYP(tt(LV), 1));
     INFER_ERR("aten::mul", "Tensor", CSPMD_ERR_SPMD_TYPE, "multiple factors", TEN(tt(LP), 0),
@@ -293,6 +293,62 @@ START_TEST(test_typed_scalars)
     /* ... but typed scalars with no axes add nothing: still a factory */
     mesh_tp();
     INFER_OK("aten::arange", "start", tt(LR), TYP(CSPMD_TYPE_EMPTY, 0), TYP(CSPMD_TYPE_EMPTY, 1));
+}
+END_TEST
+
+/* ---- the R/I coercion of operands that take no gradient ------------------ */
+
+static cspmd_operand_t NG(cspmd_type_t t, int arg)
+{
+    cspmd_operand_t o = TEN(t, arg);
+    o.flags = CSPMD_OPERAND_NO_GRAD;
+    return o;
+}
+
+START_TEST(test_no_grad_coercion)
+{
+    /* no-grad R/I take the flavour of the operands that can take one */
+    INFER_OK("aten::add", "Tensor", tt(LV), NG(tt(LI), 0), NG(tt(LV), 1));
+    INFER_OK("aten::add", "Tensor", tt(LR), NG(tt(LI), 0), NG(tt(LR), 1));
+    INFER_OK("aten::add", "Tensor", tt(LR), NG(tt(LI), 0), TEN(tt(LR), 1));
+    INFER_OK("aten::add", "Tensor", tt(LI), TEN(tt(LI), 0), NG(tt(LR), 1));
+    INFER_OK("aten::mul", "Tensor", tt(LP), NG(tt(LI), 0), TEN(tt(LP), 1));
+    /* all I stays I; an I that takes a gradient still cannot meet V */
+    INFER_OK("aten::add", "Tensor", tt(LI), NG(tt(LI), 0), NG(tt(LI), 1));
+    INFER_ERR("aten::add", "Tensor", CSPMD_ERR_SPMD_TYPE, "Found types: [I, V]",
+              TEN(tt(LI), 0), NG(tt(LV), 1));
+    /* R and I both taking a gradient: no flavour, the mix is an error */
+    INFER_ERR("aten::add", "Tensor", CSPMD_ERR_SPMD_TYPE, "Found types: [R, I]",
+              TEN(tt(LR), 0), TEN(tt(LI), 1));
+    /* coefficients too: a no-grad I index next to an R operand */
+    INFER_OK("aten::gather", "", tt(LR), TEN(tt(LR), 0), SCA(1), NG(tt(LI), 2));
+    /* the memo tells flags apart */
+    cspmd_rule_t add = cspmd_rule_find("aten::add", "Tensor");
+    cspmd_operand_t with[2] = {NG(tt(LI), 0), NG(tt(LV), 1)};
+    cspmd_operand_t without[2] = {TEN(tt(LI), 0), NG(tt(LV), 1)};
+    cspmd_type_t out;
+    ck_assert_int_eq(cspmd_infer(add, with, 2, &out), CSPMD_OK);
+    ck_assert_int_eq(cspmd_infer(add, without, 2, &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_infer(add, with, 2, &out), CSPMD_OK);
+    /* unknown flag bits are misuse */
+    cspmd_operand_t bad[1] = {TEN(tt(LR), 0)};
+    bad[0].flags = 0x80;
+    ck_assert_int_eq(cspmd_infer(add, bad, 1, &out), CSPMD_ERR_MISUSE);
+}
+END_TEST
+
+START_TEST(test_no_grad_collective_input)
+{
+    cspmd_type_t out;
+    ck_assert_int_eq(cspmd_coll_infer("convert", TP, LI, LV, tt(LR), &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_coll_infer_input("convert", TP, LI, LV, tt(LR), 1, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, tt(LV));
+    ck_assert_int_eq(cspmd_coll_infer_input("convert", TP, LR, LV, tt(LI), 1, &out), CSPMD_OK);
+    /* only R<->I: P and V are still checked */
+    ck_assert_int_eq(cspmd_coll_infer_input("all_reduce", TP, LP, LR, tt(LI), 1, &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_coll_infer_input("all_gather", TP, LV, LR, tt(LR), 1, &out),
+                     CSPMD_ERR_SPMD_TYPE);
 }
 END_TEST
 
@@ -693,6 +749,8 @@ Suite *suite_infer(void)
     tcase_add_test(tc, test_permissive);
     tcase_add_test(tc, test_weak_scalars);
     tcase_add_test(tc, test_typed_scalars);
+    tcase_add_test(tc, test_no_grad_coercion);
+    tcase_add_test(tc, test_no_grad_collective_input);
     tcase_add_test(tc, test_division);
     tcase_add_test(tc, test_backward_ops);
     tcase_add_test(tc, test_coefficients);
