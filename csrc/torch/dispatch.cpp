@@ -4,6 +4,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/library.h>
 
 #include <cstdlib>
@@ -267,7 +268,11 @@ void cspmd_args_release(cspmd_args_t *args) {
 
 cspmd_status_t cspmd_call_args(const cspmd_call_t *call, cspmd_args_t *args) {
     args_init(args);
-    args->grad_enabled = c10::GradMode::is_enabled();
+    // Gradients flow under grad mode, and in a backward the engine runs
+    // (grad mode off there): a saved tensor still says by requires_grad
+    // whether its forward operand took a gradient.
+    args->grad_enabled = c10::GradMode::is_enabled() ||
+                         torch::autograd::get_current_graph_task_id() != -1;
     try {
         const auto &schema = call->op->schema().arguments();
         size_t n = schema.size();

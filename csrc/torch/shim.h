@@ -71,7 +71,8 @@ typedef struct cspmd_tensor_ref {
 #define CSPMD_ARGS_INLINE 64
 typedef struct cspmd_args {
     int nargs;                  /* schema arguments                          */
-    int grad_enabled;           /* grad mode was on at the call              */
+    int grad_enabled;           /* gradients flow: grad mode is on, or the
+                                   autograd engine runs a backward           */
     uint64_t scalar_args;       /* bit i: argument i is a Scalar or a list of
                                    Scalars (i < 64)                          */
     int ntensors;               /* tensors found, in argument order          */

@@ -424,7 +424,9 @@ CHECKS = [
                          ids=[f"{c[0]}-{c[1].get('src')!r}-{c[1].get('dst')!r}-got{c[2]!r}"
                               for c in CHECKS])
 def test_input_type_must_equal_src(fn, kw, have, want, tp, checked):
-    x = make({"dp": R, "tp": have}, (8, 8))
+    # requires grad: R where I is due (or I where R is) passes for an input
+    # that takes no gradient (test_rules_031.py)
+    x = make({"dp": R, "tp": have}, (8, 8), requires_grad=True)
     with pytest.raises(SpmdTypeError) as ei:
         getattr(spmd, fn)(x, tp, **kw)
     assert first_line(ei) == (f"{fn}: expected input type {LETTER[want]} on axis mesh_tp, "

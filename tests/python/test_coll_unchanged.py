@@ -32,7 +32,7 @@ def base(t):
 @pytest.mark.parametrize("name,src,dst", UNCHANGED)
 def test_wrong_input_type_is_rejected(name, src, dst, dp, tp, checked):
     wrong = R if base(src) is not R else I
-    x = make(wrong, dp=dp, tp=tp)
+    x = make(wrong, True, dp=dp, tp=tp)  # R/I pass for an input taking no gradient
     with pytest.raises(SpmdTypeError, match=f"{name}: expected input type"):
         getattr(spmd, name)(x, tp, src=src, dst=dst)
     assert ltype(x) == {"mesh_dp": "R", "mesh_tp": wrong.name}

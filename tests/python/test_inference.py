@@ -54,7 +54,9 @@ NONLINEAR_BINARY_TABLE = {
 
 
 def _check(op, a, b, expected, typed):
-    x, y = typed(a), typed(b)
+    # Operands that take a gradient: the tables are the strict rule (an
+    # operand that takes none may have R and I coerced: test_rules_031.py).
+    x, y = typed(a, requires_grad=True), typed(b, requires_grad=True)
     if isinstance(expected, tuple):
         with pytest.raises(SpmdTypeError) as ei:
             op(x, y)
@@ -129,7 +131,8 @@ def test_per_axis_independent(checked, typed, dp_axis, tp_axis):
 def test_axes_checked_in_name_order(checked, typed, dp_axis, tp_axis):
     # both axes fail; mesh_dp sorts first
     with pytest.raises(SpmdTypeError) as ei:
-        typed({dp_axis: I, tp_axis: P}) + typed({dp_axis: R, tp_axis: R})
+        typed({dp_axis: I, tp_axis: P}, requires_grad=True) + typed({dp_axis: R, tp_axis: R},
+                                                                    requires_grad=True)
     assert "on axis mesh_dp" in str(ei.value).splitlines()[0]
 
 
@@ -148,7 +151,7 @@ def _suggestions(msg):
 
 def test_suggestions_i_plus_r(checked, typed):
     with pytest.raises(SpmdTypeError) as ei:
-        typed(I) + typed(R)
+        typed(I, requires_grad=True) + typed(R, requires_grad=True)
     msg = str(ei.value)
     assert "Found types: [I, R]" in msg
     assert _suggestions(msg) == [FIX_I_R]
@@ -178,7 +181,7 @@ def test_suggestions_relu_p(checked, typed):
 
 def test_suggestions_p_i_multilinear(checked, typed):
     with pytest.raises(SpmdTypeError) as ei:
-        torch.mul(typed(P), typed(I))
+        torch.mul(typed(P), typed(I, requires_grad=True))
     assert _suggestions(str(ei.value)) == [FIX_I_R, FIX_P_I]
 
 
@@ -244,7 +247,7 @@ def test_linear_bias_partial_with_replicate_factors(checked, typed):
     (I, R, R, (ERR, MSG_I_MIX)),
 ], ids=["PRR", "PPR", "RPP", "VRR", "RRR", "RRV", "IRR"])
 def test_addmm_decomposition(checked, typed, self_t, a, b, expected):
-    args = (typed(self_t), typed(a), typed(b))
+    args = tuple(typed(t, requires_grad=True) for t in (self_t, a, b))
     if isinstance(expected, tuple):
         with pytest.raises(SpmdTypeError) as ei:
             torch.addmm(*args)
@@ -261,7 +264,7 @@ def test_linear_with_bias_varying_input(checked, typed):
 # ---- error context ---------------------------------------------------------------------
 
 def test_error_context(checked, typed):
-    x, y = typed(I), typed(R)
+    x, y = typed(I, requires_grad=True), typed(R, requires_grad=True)
     line = inspect.currentframe().f_lineno + 2
     with pytest.raises(SpmdTypeError) as ei:
         torch.add(x, y)

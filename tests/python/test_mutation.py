@@ -30,7 +30,7 @@ def test_iadd_r_plus_v_becomes_v(checked, typed):
 
 
 def test_inplace_i_add_v_rejected_and_unchanged(checked, typed):
-    i = typed(I)
+    i = typed(I, requires_grad=True).clone()  # takes a gradient: its I is fixed
     with pytest.raises(SpmdTypeError, match="Invariant type on axis mesh_dp cannot mix"):
         i.add_(typed(V))  # I does not mix with V at all
     assert ltype(i) == both("I")

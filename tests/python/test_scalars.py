@@ -61,7 +61,9 @@ def test_scalar_wrapper_types(checked, typed, dp_axis, tp_axis):
     with pytest.raises(SpmdTypeError, match="Partial type on axis mesh_dp in a linear op"):
         typed(R) + sc(2.0, P)
     with pytest.raises(SpmdTypeError, match="Invariant type on axis mesh_dp cannot mix"):
-        typed(I) + sc(2.0, V)
+        typed(I, requires_grad=True) + sc(2.0, V)
+    assert ltype(typed(I) + sc(2.0, V)) == both("V")  # I takes no gradient: reads as R
+    assert ltype(typed(P) * sc(2.0, I)) == both("P")
     with pytest.raises(SpmdTypeError):
         typed(P) * sc(2.0, V)
 
