@@ -32,8 +32,22 @@ static constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
 
 namespace cspmd {
 
+// Paused: the key stays in the thread's included set but every kernel on it
+// passes ops through unchecked.  torch.compile traces a function on fake
+// tensors that carry no types, and the guards it builds record the thread's
+// included keys, which must then match the checked calls they guard.
+static thread_local bool tl_paused = false;
+
+bool key_paused() { return tl_paused; }
+
+bool key_pause(bool paused) {
+    bool was = tl_paused;
+    tl_paused = paused;
+    return was;
+}
+
 bool key_enabled() {
-    return c10::impl::tls_is_dispatch_key_included(kKey);
+    return !tl_paused && c10::impl::tls_is_dispatch_key_included(kKey);
 }
 
 void key_set_enabled(bool on) {
@@ -78,6 +92,11 @@ cspmd_status_t keep_pending(std::exception_ptr e) {
 
 static void fallback(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
                      torch::jit::Stack *stack) {
+    if (tl_paused) {
+        KeyOff off;
+        op.redispatchBoxed(ks.remove(kKey), stack);
+        return;
+    }
     cspmd_call call{&op, ks, stack, op.schema().returns().size()};
     cspmd_status_t st = cspmd_kernel_run(&call);
     if (st != CSPMD_OK)

@@ -337,6 +337,10 @@ void checker_set(bool enabled, bool strict) {
     key_set_enabled(enabled);
 }
 
+// Pause (or resume) checking for this thread, the key staying included:
+// torch.compile's tracing (cspmd/compiled.py).  Returns the previous setting.
+bool checker_pause(bool paused) { return key_pause(paused); }
+
 std::vector<int64_t> checker_state() {
     return {cspmd_checker_enabled(), cspmd_checker_strict(), key_enabled() ? 1 : 0};
 }
@@ -466,6 +470,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(mesh_current);
         CSPMD_BIND(checker_set);
         CSPMD_BIND(checker_state);
+        CSPMD_BIND(checker_pause);
         CSPMD_BIND(register_explicit);
         CSPMD_BIND(trace_set);
         CSPMD_BIND(trace_enabled);

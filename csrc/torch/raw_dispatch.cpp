@@ -20,6 +20,11 @@ namespace {
 
 void raw_trampoline(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
                     torch::jit::Stack *stack) {
+    if (key_paused()) {
+        KeyOff off;
+        op.redispatchBoxed(ks.remove(c10::DispatchKey::Fake), stack);
+        return;
+    }
     cspmd_call call{&op, ks, stack, op.schema().returns().size()};
     const cspmd_raw_rule_t *rule = cspmd_raw_rule_find(op.operator_name().name.c_str());
     cspmd_status_t st = rule ? cspmd_raw_kernel_run(&call, rule) : cspmd_call_redispatch(&call);

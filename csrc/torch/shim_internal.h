@@ -21,9 +21,14 @@ struct cspmd_call {
 
 namespace cspmd {
 
-// The key in this thread's included set (checking reaches the kernel).
+// The key in this thread's included set (checking reaches the kernel) and
+// not paused.
 bool key_enabled();
 void key_set_enabled(bool on);
+// Pause every kernel on the key while the key stays included (dispatch.cpp);
+// returns the previous setting.
+bool key_paused();
+bool key_pause(bool paused);
 
 // Check (when checking) that x is src on axis, for a conversion that
 // changes nothing; raises the collective's type error (collective_autograd.cpp).

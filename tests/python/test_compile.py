@@ -3,16 +3,19 @@
 Checking off: a function that calls cspmd's annotations and collectives
 compiles with fullgraph=True on every backend and computes what it computes
 uncompiled (a model annotated for checking is compiled for production).
-Checking on: compiled functions run eagerly, so every op is checked, errors
-name the user's line and outputs carry their types; the stance the user had
-is back when the region ends.
+Checking on: the graph Dynamo captures is checked by the C kernel on meta
+copies of the inputs (once per tuple of input types), errors name the
+user's line, the code then runs compiled and its outputs carry their types.
 """
+
+import inspect
 
 import pytest
 import torch
 import torch._dynamo
 
 import cspmd as spmd
+import cspmd.compiled
 from conftest import ltype
 
 R, V, P = spmd.R, spmd.V, spmd.P
@@ -54,17 +57,158 @@ def test_annotated_code_compiles_fullgraph_with_checking_off(mesh, backend):
     torch.testing.assert_close(got, want)
 
 
-def test_compiled_function_is_checked_under_typecheck(mesh):
+def _line_of(fn, text):
+    """The file line of the first source line of fn containing text."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
 
-    def partial_through_relu(a):
-        return torch.relu(a) + 1  # the bug: a partial sum through a non-linear op
 
-    compiled = torch.compile(partial_through_relu, backend="inductor", fullgraph=True)
+class CountingBackend:
+    """A backend that runs the compiled graph and counts compiles and runs:
+    proof that the compiled code ran, not an eager fallback."""
+
+    def __init__(self, inner="aot_eager"):
+        self.inner = torch._dynamo.lookup_backend(inner)
+        self.compiles = 0
+        self.runs = 0
+
+    def __call__(self, gm, example_inputs):
+        self.compiles += 1
+        compiled = self.inner(gm, example_inputs)
+
+        def run(*args):
+            self.runs += 1
+            return compiled(*args)
+
+        return run
+
+
+def _partial_through_relu(a):
+    b = a * 2
+    return torch.relu(b) + 1  # the bug when a is P: a partial sum through a non-linear op
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_bug_is_caught_in_the_graph_at_the_users_line(mesh, backend):
+    compiled = torch.compile(_partial_through_relu, backend=backend, fullgraph=True)
     x = spmd.assert_type(torch.randn(4, 4), {"dp": R, "tp": P})
     with spmd.checker.typecheck():
         with pytest.raises(spmd.SpmdTypeError) as e:
             compiled(x)
-    assert "relu" in str(e.value) and "test_compile.py" in str(e.value)
+    line = _line_of(_partial_through_relu, "torch.relu")
+    assert "aten::relu" in str(e.value)
+    assert f"test_compile.py:{line}" in str(e.value)
+    assert "torch.compile'd function" in str(e.value)
+
+
+def test_the_graph_is_checked_before_the_compiled_code_runs(mesh):
+    backend = CountingBackend()
+    compiled = torch.compile(_partial_through_relu, backend=backend, fullgraph=True)
+    with spmd.checker.typecheck():
+        with pytest.raises(spmd.SpmdTypeError):
+            compiled(spmd.assert_type(torch.randn(4, 4), {"dp": R, "tp": P}))
+        assert (backend.compiles, backend.runs) == (1, 0)
+
+
+def _row_parallel(x, w):
+    y = spmd.reinterpret(x @ w, "tp", src=V, dst=P)
+    return torch.relu(spmd.all_reduce(y, "tp", src=P, dst=R))
+
+
+def test_a_correct_program_runs_compiled_with_typed_outputs(mesh):
+    backend = CountingBackend()
+    compiled = torch.compile(_row_parallel, backend=backend, fullgraph=True)
+    x = spmd.assert_type(torch.randn(8, 6), {"dp": V, "tp": V})
+    w = spmd.assert_type(torch.randn(6, 5), {"dp": R, "tp": V})
+    want = _row_parallel(x, w)
+    with spmd.checker.typecheck():
+        got = compiled(x, w)
+        assert ltype(got) == {"mesh_dp": "V", "mesh_tp": "R"}
+        torch.relu(got)  # typed: the next checked op accepts it
+        again = compiled(x, w)
+    assert (backend.compiles, backend.runs) == (1, 2)
+    torch.testing.assert_close(got, want)
+    assert ltype(again) == {"mesh_dp": "V", "mesh_tp": "R"}
+
+
+def test_the_check_is_cached_by_input_types(mesh, monkeypatch):
+    checks = []
+    original = spmd.compiled.CheckedGraph._check
+
+    def counting(self, args):
+        checks.append(ltype(args[0])["mesh_tp"])
+        return original(self, args)
+
+    monkeypatch.setattr(spmd.compiled.CheckedGraph, "_check", counting)
+    compiled = torch.compile(_partial_through_relu, backend="eager", fullgraph=True)
+    with spmd.checker.typecheck():
+        for _ in range(3):
+            y = compiled(spmd.assert_type(torch.randn(4, 4), {"dp": R, "tp": V}))
+            assert ltype(y) == {"mesh_dp": "R", "mesh_tp": "V"}
+        assert checks == ["V"]
+        with pytest.raises(spmd.SpmdTypeError):  # new types: checked again
+            compiled(spmd.assert_type(torch.randn(4, 4), {"dp": R, "tp": P}))
+        assert checks == ["V", "P"]
+
+
+def _annotating(x, w):
+    spmd.assert_type(w, {"dp": R, "tp": V})  # types w, an untyped input
+    return x @ w
+
+
+def test_annotations_in_a_fullgraph_region_are_part_of_the_check(mesh):
+    compiled = torch.compile(_annotating, backend="aot_eager", fullgraph=True)
+    with spmd.checker.typecheck():
+        x = spmd.assert_type(torch.randn(8, 6), {"dp": R, "tp": V})
+        w = torch.randn(6, 5)
+        y = compiled(x, w)
+        assert ltype(y) == {"mesh_dp": "R", "mesh_tp": "V"}
+        assert ltype(w) == {"mesh_dp": "R", "mesh_tp": "V"}  # the annotation reached w
+        with pytest.raises(spmd.SpmdTypeError) as e:  # an annotation that contradicts
+            compiled(x, spmd.assert_type(torch.randn(6, 5), {"dp": R, "tp": R}))
+    assert f"test_compile.py:{_line_of(_annotating, 'assert_type')}" in str(e.value)
+
+
+def _two_graphs(a, b):
+    c = a + b
+    torch._dynamo.graph_break()
+    return torch.tanh(c)  # the bug when c is P
+
+
+def test_each_graph_of_a_graph_break_is_checked(mesh):
+    compiled = torch.compile(_two_graphs, backend="aot_eager")
+    with spmd.checker.typecheck():
+        y = compiled(spmd.assert_type(torch.randn(4), {"dp": R, "tp": V}),
+                     spmd.assert_type(torch.randn(4), {"dp": R, "tp": R}))
+        assert ltype(y) == {"mesh_dp": "R", "mesh_tp": "V"}
+        p = spmd.assert_type(torch.randn(4), {"dp": R, "tp": P})
+        with pytest.raises(spmd.SpmdTypeError) as e:
+            compiled(p, p)
+    assert f"test_compile.py:{_line_of(_two_graphs, 'torch.tanh')}" in str(e.value)
+
+
+def test_code_compiled_unchecked_is_recompiled_for_checked_calls(mesh):
+    backend = CountingBackend()
+    compiled = torch.compile(_partial_through_relu, backend=backend)
+    p = spmd.assert_type(torch.randn(4, 4), {"dp": R, "tp": P})
+    compiled(p)  # checking off: no check
+    with spmd.checker.typecheck():
+        with pytest.raises(spmd.SpmdTypeError):
+            compiled(p)
+        with spmd.checker.no_typecheck():
+            compiled(p)  # paused: the unchecked code again
+    compiled(p)
+    assert backend.compiles == 2
+
+
+def test_dynamic_shapes_are_checked_per_shape(mesh):
+    compiled = torch.compile(_partial_through_relu, backend="aot_eager", dynamic=True)
+    with spmd.checker.typecheck():
+        for n in (3, 5):
+            y = compiled(spmd.assert_type(torch.randn(n, 2), {"dp": V, "tp": R}))
+            assert y.shape == (n, 2) and ltype(y) == {"mesh_dp": "V", "mesh_tp": "R"}
+        with pytest.raises(spmd.SpmdTypeError):
+            compiled(spmd.assert_type(torch.randn(7, 2), {"dp": V, "tp": P}))
 
 
 def test_compiled_outputs_are_typed_and_backward_checked(mesh):
@@ -83,18 +227,16 @@ def test_compiled_outputs_are_typed_and_backward_checked(mesh):
             y.sum().backward()
 
 
-def test_stance_is_restored_after_the_region(mesh):
-    from torch._dynamo import eval_frame
+def test_the_hooks_are_installed_only_inside_a_region(mesh):
+    from torch._dynamo import convert_frame, eval_frame, output_graph
 
-    assert eval_frame._stance.stance == "default"
+    compile_frame = convert_frame._compile
+    call_user_compiler = output_graph.OutputGraph.call_user_compiler
     with spmd.checker.typecheck():
-        assert eval_frame._stance.stance == "force_eager"
-        with spmd.checker.typecheck():  # nested: still eager, still restored once
+        assert convert_frame._compile is not compile_frame
+        with spmd.checker.typecheck():  # nested: installed once
             pass
-        assert eval_frame._stance.stance == "force_eager"
-    assert eval_frame._stance.stance == "default"
-    with torch.compiler.set_stance("eager_on_recompile"):
-        with spmd.checker.typecheck():
-            assert eval_frame._stance.stance == "force_eager"
-        assert eval_frame._stance.stance == "eager_on_recompile"
-    assert eval_frame._stance.stance == "default"
+        assert convert_frame._compile._cspmd_original is compile_frame
+        assert eval_frame._stance.stance == "default"  # compiled code runs compiled
+    assert convert_frame._compile is compile_frame
+    assert output_graph.OutputGraph.call_user_compiler is call_user_compiler

@@ -17,13 +17,13 @@ PKG = os.path.dirname(cspmd.__file__)
 # __init__ (the public namespace) sits on top and may import any.
 LAYERS = [
     ["_errors", "_frames", "_lib"],
-    ["_codes", "_traceback", "trace"],
+    ["_codes", "_traceback", "trace", "_graph_check"],
     ["mesh"],
     ["types", "testing"],
-    ["_type_ids", "checker", "collectives"],
+    ["_type_ids", "checker", "collectives", "_compile_markers"],
     ["scalar", "carry"],
     ["runtime"],
-    ["registration", "regions", "module", "reinterpret_mesh"],
+    ["registration", "regions", "module", "reinterpret_mesh", "compiled"],
     ["dtensor", "pytest_plugin"],
     ["__init__"],
 ]

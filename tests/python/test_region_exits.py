@@ -7,6 +7,7 @@ import threading
 
 import pytest
 import torch
+from torch._dynamo import convert_frame
 
 import cspmd as spmd
 import cspmd.checker as checker
@@ -36,6 +37,7 @@ def assert_clean(dp, tp):
     assert torch.autograd.backward is ORIGINAL_BACKWARD
     assert torch.autograd.grad is ORIGINAL_GRAD
     assert torch.autograd.Function.__dict__["apply"] is ORIGINAL_APPLY
+    assert not hasattr(convert_frame._compile, "_cspmd_original")  # cspmd.compiled's hooks
 
 
 def region(cm):
@@ -119,9 +121,6 @@ def wrap_steps(monkeypatch, inject):
     monkeypatch.setattr(checker, "_apply", inject.wrap(checker._apply))
     monkeypatch.setattr(checker, "_bind_groups", inject.wrap(checker._bind_groups))
     monkeypatch.setattr(checker, "_autograd_patch", inject.wrap(checker._autograd_patch))
-    eager = checker._compiled_runs_eager
-    monkeypatch.setattr(eager, "on", inject.wrap(eager.on))
-    monkeypatch.setattr(eager, "off", inject.wrap(eager.off))
     monkeypatch.setattr(checker, "_patch_hooks", [(inject.wrap(on), inject.wrap(off))
                                                   for on, off in checker._patch_hooks])
 

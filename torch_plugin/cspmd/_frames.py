@@ -13,8 +13,11 @@ import importlib
 import os
 import re
 import sys
+import threading
 
-__all__ = ["is_library_file", "user_frame", "user_site", "user_site_of_stack"]
+__all__ = ["is_library_file", "user_frame", "user_site", "user_site_of_stack", "site_override"]
+
+_override = threading.local()
 
 
 def _folder(path):
@@ -66,7 +69,11 @@ def user_frame(frame=None):
 
 
 def user_site(frame=None):
-    """``"file.py:12"`` of :func:`user_frame`, or ``""`` when there is none."""
+    """``"file.py:12"`` of :func:`user_frame`, or ``""`` when there is none
+    (or the site a :func:`site_override` block gives)."""
+    site = getattr(_override, "site", "")
+    if site:
+        return site
     f = user_frame(sys._getframe(0).f_back if frame is None else frame)
     return "" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
 
@@ -83,3 +90,16 @@ def user_site_of_stack(lines):
         if m and not is_library_file(m.group("file")):
             return f"{m.group('file')}:{m.group('line')}"
     return ""
+
+
+@contextlib.contextmanager
+def site_override(site):
+    """Inside the block, :func:`user_site` is ``site`` (when not ``""``):
+    the line a torch.compile'd graph node came from, while cspmd checks the
+    graph (cspmd.compiled)."""
+    saved = getattr(_override, "site", "")
+    _override.site = site
+    try:
+        yield
+    finally:
+        _override.site = saved

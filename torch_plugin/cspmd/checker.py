@@ -281,35 +281,11 @@ _typed_region = [None]
 def _register_patch(on_fn, off_fn):
     """Have ``on_fn()`` run when the first ``typecheck()`` region (of any
     thread) starts and ``off_fn()`` when the last one ends, like the
-    backward/grad patch above.  Used by cspmd.dtensor."""
+    backward/grad patch above.  Used by cspmd.dtensor and cspmd.compiled."""
     with _patch_lock:
         _patch_hooks.append((on_fn, off_fn))
         if _patch_holders:
             on_fn()
-
-
-class _CompiledRunsEager:
-    """While any typecheck() region is open, torch.compile'd functions run
-    eagerly (torch.compiler.set_stance("force_eager")): their ops then reach
-    cspmd's kernel one by one and are checked, and their outputs are typed.
-    Compiled code would otherwise run below the checker (inductor's kernels
-    call no aten op), unchecked and with untyped outputs.  The stance the
-    user had is restored when the last region ends."""
-
-    def __init__(self):
-        self._stance = None
-
-    def on(self):
-        if self._stance is None:
-            self._stance = torch.compiler.set_stance("force_eager")
-
-    def off(self):
-        stance, self._stance = self._stance, None
-        if stance is not None:
-            stance.__exit__(None, None, None)
-
-
-_compiled_runs_eager = _CompiledRunsEager()
 
 
 def _autograd_patch(on):
@@ -331,8 +307,7 @@ def _switch(on):
     when one before it raises, and a step that raises is run once more (an
     interrupt lands once; the steps are idempotent): the first error is
     raised at the end, with the patches in place or gone."""
-    steps = [lambda: _autograd_patch(on),
-             _compiled_runs_eager.on if on else _compiled_runs_eager.off]
+    steps = [lambda: _autograd_patch(on)]
     steps += [on_fn if on else off_fn for on_fn, off_fn in _patch_hooks]
     error = None
     for step in steps:

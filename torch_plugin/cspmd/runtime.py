@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 
+from . import _compile_markers as _compiled
 from ._codes import TYPE
 from ._errors import SpmdTypeError
 from ._frames import user_site
@@ -123,8 +124,12 @@ def assert_type(tensor: _TensorOrSequence, *types: Any,
     >>> _ = assert_type(x, {MeshAxis.of(4, 1): R})
     """
     if torch.compiler.is_compiling():
-        # Traced by torch.compile: only with checking off (under typecheck()
-        # compiled functions run eagerly), where an annotation changes nothing.
+        # Traced by torch.compile.  With checking off an annotation changes
+        # nothing; traced for a checked call it becomes a marker node, run
+        # where cspmd checks the graph (cspmd.compiled).
+        if _compiled.marking():
+            for t in tensor if isinstance(tensor, (list, tuple)) else (tensor,):
+                _compiled.mark_annotation(t, types, partition_spec)
         return tensor
     if isinstance(tensor, (list, tuple)):
         return tensor.__class__(assert_type(t, *types, partition_spec=partition_spec)
@@ -152,6 +157,7 @@ def assert_type(tensor: _TensorOrSequence, *types: Any,
 
 
 builtins_type = type
+_compiled._assert_type[0] = assert_type  # marker nodes run the annotation
 
 
 def _trace_assert(old, new):
@@ -216,7 +222,10 @@ def assert_type_like(tensor: torch.Tensor, source: torch.Tensor,
     >>> assert_type_like(y, x, {tp: V})  # doctest: +SKIP
     """
     if torch.compiler.is_compiling():
-        return  # as in assert_type
+        # Reads source's type: run eagerly when traced for a checked call.
+        if _compiled.marking():
+            _compiled.eager_annotation(assert_type_like, tensor, source, overrides)
+        return
     merged = _merged_type(tensor, source, overrides, "assert_type_like")
     assert_type(tensor, merged, get_partition_spec(source))
 
@@ -230,7 +239,9 @@ def assert_local_type_like(tensor: torch.Tensor, source: torch.Tensor,
     >>> assert_local_type_like(y, x)  # doctest: +SKIP
     """
     if torch.compiler.is_compiling():
-        return  # as in assert_type
+        if _compiled.marking():  # as in assert_type_like
+            _compiled.eager_annotation(assert_local_type_like, tensor, source, overrides)
+        return
     merged = _merged_type(tensor, source, overrides, "assert_local_type_like")
     assert_type(tensor, merged)
 

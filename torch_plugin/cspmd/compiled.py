@@ -1,0 +1,186 @@
+"""Checking torch.compile'd code: the graph Dynamo captures is checked, then
+runs compiled.
+
+While a ``typecheck()`` region is open, two of Dynamo's steps are wrapped:
+
+- tracing a frame runs with the kernel paused (Dynamo traces on fake
+  tensors that carry no types) but cspmd's key still included, so the
+  guards Dynamo records -- they include the thread's dispatch keys -- match
+  checked calls only: code compiled with checking off is recompiled under
+  ``typecheck()`` and the other way round;
+- the backend call: the graph (with the annotations ``assert_type`` made
+  while it was traced, as marker nodes) is kept for checking, the markers
+  are removed, and the user's backend compiles the rest.
+
+The compiled callable then checks its graph the first time it sees a tuple
+of input types: every node runs on meta copies of the inputs that carry the
+inputs' types, through the C kernel (which decides every type), and an
+error names the node's line in the user's source.  The result -- the output
+types and the types of inputs the graph retyped -- is cached by the input
+types, so a later call costs one dict lookup; the compiled code runs with
+checking paused and its outputs get their types.  See docs/testing.md.
+"""
+
+from typing import List
+
+import torch
+import torch.fx
+
+from ._compile_markers import _tracing, is_marker
+from ._graph_check import GraphChecker, flat_outputs, meta_copy
+from ._lib import ops
+from .checker import _register_patch, _state, no_typecheck
+from .mesh import _current
+
+__all__: List[str] = []
+
+
+class _Plan:
+    """What one tuple of input types gives: the output types, and the inputs
+    the graph retyped (in-place ops, annotations of inputs)."""
+
+    __slots__ = ("outputs", "inputs", "eager")
+
+    def __init__(self, outputs, inputs, eager):
+        self.outputs = outputs
+        self.inputs = inputs
+        self.eager = eager
+
+
+class CheckedGraph:
+    """The callable Dynamo installs for a graph traced for a checked call."""
+
+    def __init__(self, check_gm, compiled_fn, dynamic):
+        self._gm = check_gm
+        self._compiled = compiled_fn
+        self._dynamic = dynamic
+        self._plans = {}  # one dict store per new key: no lock under the GIL
+
+    def _key(self, args):
+        key = [_state().strict, _current()]
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                key.append(ops.get_type(a))
+                if self._dynamic:
+                    key.append(tuple(a.shape))
+            elif self._dynamic:
+                key.append(a)
+        return tuple(key)
+
+    def _needs_eager(self, args):
+        """The compiled backward would run unchecked: while gradients are
+        recorded for an input, the graph runs eagerly, op by op."""
+        if not torch.is_grad_enabled():
+            return False
+        return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+
+    def _check(self, args):
+        metas = [meta_copy(a) if isinstance(a, torch.Tensor) else a for a in args]
+        before = [ops.get_type(m) if isinstance(m, torch.Tensor) else None for m in metas]
+        out = GraphChecker(self._gm, meta=True).run(*metas)
+        outputs = [ops.get_type(o) if isinstance(o, torch.Tensor) else None
+                   for o in flat_outputs(out)]
+        inputs = [(i, ops.get_type(m)) for i, m in enumerate(metas)
+                  if isinstance(m, torch.Tensor) and ops.get_type(m) != before[i]]
+        return _Plan(outputs, inputs, eager=False)
+
+    def __call__(self, *args):
+        if not _state().enabled:
+            return self._compiled(*args)  # checking off on this thread
+        if self._needs_eager(args):
+            return GraphChecker(self._gm, meta=False).run(*args)
+        key = self._key(args)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._check(args)
+        with no_typecheck():
+            out = self._compiled(*args)
+        for o, t in zip(flat_outputs(out), plan.outputs):
+            if t is not None and isinstance(o, torch.Tensor):
+                ops.set_type(o, t)
+        for i, t in plan.inputs:
+            ops.set_type(args[i], t)
+        return out
+
+
+# The Dynamo hooks -----------------------------------------------------------
+
+def _split_markers(gm):
+    """(a copy of the graph with the markers, for checking; the graph
+    without them, for the backend), both GraphModules."""
+    graph = torch.fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    check_gm = torch.fx.GraphModule(gm, graph)
+    for node in list(gm.graph.nodes):
+        if is_marker(node):
+            gm.graph.erase_node(node)
+    gm.recompile()
+    return check_gm
+
+
+def _is_dynamic(example_inputs):
+    for a in example_inputs:
+        if isinstance(a, torch.Tensor):
+            if any(not isinstance(s, int) for s in a.shape):
+                return True
+        elif isinstance(a, torch.SymInt):
+            return True
+    return False
+
+
+def _wrap_compile(original):
+    def compile_frame(*args, **kwargs):
+        if not ops.checker_state()[2]:
+            return original(*args, **kwargs)
+        paused = ops.checker_pause(True)
+        _tracing[0] += 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _tracing[0] -= 1
+            ops.checker_pause(paused)
+
+    compile_frame._cspmd_original = original
+    return compile_frame
+
+
+def _wrap_call_user_compiler(original):
+    def call_user_compiler(self, gm, example_inputs):
+        if not _tracing[0]:
+            return original(self, gm, example_inputs)
+        check_gm = _split_markers(gm)
+        # The backend compiles with the key off too: torch's Python
+        # dispatcher, which inductor turns on, cannot resolve ops without
+        # tensor arguments on a key it does not know.
+        with no_typecheck():
+            compiled = original(self, gm, example_inputs)
+        return CheckedGraph(check_gm, compiled, _is_dynamic(example_inputs))
+
+    call_user_compiler._cspmd_original = original
+    return call_user_compiler
+
+
+class _Hooks:
+    """Installed while any typecheck() region is open.  Both steps are
+    idempotent (checker._switch may run a step twice)."""
+
+    def on(self):
+        from torch._dynamo import convert_frame, output_graph
+        if not hasattr(convert_frame._compile, "_cspmd_original"):
+            convert_frame._compile = _wrap_compile(convert_frame._compile)
+        og = output_graph.OutputGraph
+        if not hasattr(og.call_user_compiler, "_cspmd_original"):
+            og.call_user_compiler = _wrap_call_user_compiler(og.call_user_compiler)
+
+    def off(self):
+        from torch._dynamo import convert_frame, output_graph
+        while hasattr(convert_frame._compile, "_cspmd_original"):
+            convert_frame._compile = convert_frame._compile._cspmd_original
+        og = output_graph.OutputGraph
+        while hasattr(og.call_user_compiler, "_cspmd_original"):
+            og.call_user_compiler = og.call_user_compiler._cspmd_original
+
+
+hooks = _Hooks()
+_register_patch(hooks.on, hooks.off)
