@@ -136,3 +136,28 @@ def test_backward_still_catches_a_pending_gradient(checked):
     loss = spmd.convert(y, "tp", src=spmd.R, dst=spmd.P)
     loss.backward()
     assert _grad_types(lambda: w.grad) == {"mesh_dp": "I", "mesh_tp": "P"}
+
+
+@pytest.mark.parametrize("dst", ["V", "P"])
+def test_reinterpret_invariant_bf16_needs_no_backward_options(dst, mesh):
+    """reinterpret(I -> V|P) of a bf16 tensor that requires grad passes
+    without backward_options, as in the reference (which runs no reduction
+    of its own there); the gradient is reduced in bf16 and is I."""
+    ref = reference.load()
+    reference.load("spmd_types.checker")
+
+    def forward(lib):
+        x = lib.assert_type(torch.randn(4, dtype=torch.bfloat16, requires_grad=True),
+                            {"tp": lib.I, "dp": lib.I})
+        return x, lib.reinterpret(x, "tp", src=lib.I, dst=getattr(lib, dst))
+
+    with ref.set_current_mesh(mesh), ref.checker.typecheck():
+        want = {str(a): repr(t).split(".")[-1] for a, t in ref.get_local_type(forward(ref)[1]).items()}
+    with spmd.set_current_mesh(mesh), spmd.checker.typecheck():
+        x, y = forward(spmd)
+        assert {str(a): repr(t) for a, t in spmd.get_local_type(y).items()} == want
+        if dst == "V":
+            y = spmd.reinterpret(y, "tp", src=spmd.V, dst=spmd.P)
+        y.sum().backward()
+        assert x.grad.dtype == torch.bfloat16
+        assert _grad_types(lambda: x.grad) == {"mesh_dp": "I", "mesh_tp": "I"}

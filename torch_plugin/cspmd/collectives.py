@@ -294,9 +294,16 @@ def reinterpret(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: 
         bw = backward_options or {}
         _check_composed_options(backward_options)
         bw_op, bw_out = bw.get("op_dtype"), bw.get("out_dtype")
+        # The reference asks for no backward op_dtype here (its composed
+        # reinterpret has no reduction of its own): the first node's gradient
+        # reduction runs in the dtype the gradient arrives in, said
+        # explicitly so that the reduced-precision rule accepts it.
+        first_bw_op = bw_op
+        if first_bw_op is None and x.is_floating_point():
+            first_bw_op = op_dtype or x.dtype
         mid = _run("reinterpret", COLL.REINTERPRET, x, axis, I, R, op_dtype=op_dtype,
-                   out_dtype=op_dtype, backward_options={"op_dtype": bw_op, "out_dtype": bw_out}
-                   if backward_options else None, expert=True)
+                   out_dtype=op_dtype, backward_options={"op_dtype": first_bw_op,
+                                                         "out_dtype": bw_out}, expert=True)
         return _run("reinterpret", COLL.REINTERPRET, mid, axis, R, dst, op_dtype=op_dtype,
                     out_dtype=out_dtype, backward_options={"op_dtype": bw_op, "out_dtype": bw_op}
                     if backward_options else None, expert=True)
