@@ -13,12 +13,13 @@ import inspect
 import pytest
 import torch
 import torch._dynamo
+import torch.nn.functional as F
 
 import cspmd as spmd
 import cspmd.compiled
 from conftest import ltype
 
-R, V, P = spmd.R, spmd.V, spmd.P
+R, I, V, P = spmd.R, spmd.I, spmd.V, spmd.P
 
 BACKENDS = ["eager", "aot_eager", "inductor"]
 
@@ -135,9 +136,9 @@ def test_the_check_is_cached_by_input_types(mesh, monkeypatch):
     checks = []
     original = spmd.compiled.CheckedGraph._check
 
-    def counting(self, args):
+    def counting(self, args, *rest):
         checks.append(ltype(args[0])["mesh_tp"])
-        return original(self, args)
+        return original(self, args, *rest)
 
     monkeypatch.setattr(spmd.compiled.CheckedGraph, "_check", counting)
     compiled = torch.compile(_partial_through_relu, backend="eager", fullgraph=True)
@@ -225,6 +226,122 @@ def test_compiled_outputs_are_typed_and_backward_checked(mesh):
         with pytest.raises(spmd.SpmdTypeError):
             # w is R on dp but its gradient would be V: a missing all-reduce
             y.sum().backward()
+
+
+def _aot_counting_backward():
+    """aot_eager whose compiled backward counts its runs."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    runs = []
+
+    def forward(gm, example_inputs):
+        return make_boxed_func(gm.forward)
+
+    def backward(gm, example_inputs):
+        def run(*args):
+            runs.append(1)
+            return gm(*args)
+
+        return make_boxed_func(run)
+
+    return aot_autograd(fw_compiler=forward, bw_compiler=backward), runs
+
+
+def _norm(x, w):
+    return F.layer_norm(x, (x.shape[-1],), weight=w)  # I on tp: its backward needs an I gradient
+
+
+class _CopyToTP(torch.autograd.Function):
+    """Megatron's f: I -> R on tp forward, all-reduce of the gradient backward."""
+
+    @staticmethod
+    def forward(ctx, x, tp):
+        ctx.tp = tp
+        return spmd.convert(x, tp, src=I, dst=R)
+
+    @staticmethod
+    def backward(ctx, g):
+        return spmd.all_reduce(g, ctx.tp, src=P, dst=I), None
+
+
+class _CopyToTPNoReduce(_CopyToTP):
+    @staticmethod
+    def backward(ctx, g):
+        return g, None  # the bug: the all-reduce is missing
+
+
+def _tp_block(norm, f, tp):
+    """A norm (compiled or not) on I data, f, a column-parallel matmul; the
+    output's gradient, typed."""
+    x = spmd.assert_type(torch.randn(4, 8, requires_grad=True), {"dp": V, "tp": I})
+    w = spmd.assert_type(torch.randn(8, requires_grad=True), {"dp": R, "tp": I})
+    h = norm(x, w)
+    y = f.apply(h, tp) @ spmd.assert_type(torch.randn(8, 3), {"dp": R, "tp": V})
+    return x, w, h, y, spmd.assert_type(torch.ones_like(y), {"dp": V, "tp": V})
+
+
+def test_the_backward_is_checked_and_runs_compiled(mesh, tp):
+    backend, backward_runs = _aot_counting_backward()
+    compiled = torch.compile(_norm, backend=backend)
+    with spmd.checker.typecheck():
+        x, w, h, y, g = _tp_block(compiled, _CopyToTP, tp)
+        assert ltype(h) == {"mesh_dp": "V", "mesh_tp": "I"}
+        y.backward(g)
+        x2, w2, _, y2, g2 = _tp_block(_norm, _CopyToTP, tp)  # the same, uncompiled
+        y2.backward(g2)
+    assert backward_runs == [1]
+    assert ltype(w.grad) == ltype(w2.grad) == {"mesh_dp": "P", "mesh_tp": "I"}
+    assert ltype(x.grad) == ltype(x2.grad)
+
+
+def test_a_backward_bug_names_the_forward_line(mesh, tp):
+    backend, backward_runs = _aot_counting_backward()
+    compiled = torch.compile(_norm, backend=backend)
+    with spmd.checker.typecheck():
+        *_, y, g = _tp_block(compiled, _CopyToTPNoReduce, tp)
+        with pytest.raises(spmd.SpmdTypeError) as e:
+            y.backward(g)
+    msg = str(e.value)
+    assert "Invariant type on axis mesh_tp cannot mix" in msg
+    assert "aten::native_layer_norm_backward(" in msg
+    assert f"forward op at {__file__}:{_line_of(_norm, 'layer_norm')}" in msg
+    assert "backward of a torch.compile'd function" in msg
+    assert backward_runs == []  # found before the compiled backward ran
+
+
+def _scale_in_place(a):
+    a.mul_(2)
+    return a + 1
+
+
+def test_in_place_writes_to_an_input_with_gradients_run_eagerly(mesh):
+    compiled = torch.compile(_scale_in_place, backend="aot_eager")
+    w = spmd.assert_type(torch.randn(4, requires_grad=True), {"dp": R, "tp": V})
+    g = spmd.assert_type(torch.ones(4), {"dp": P, "tp": V})
+    with spmd.checker.typecheck():
+        a = w * 1
+        y = compiled(a)
+        assert ltype(y) == {"mesh_dp": "R", "mesh_tp": "V"}
+        y.backward(g)
+    assert ltype(w.grad) == {"mesh_dp": "P", "mesh_tp": "V"}
+    torch.testing.assert_close(w.grad, torch.full((4,), 2.0))
+
+
+def _tanh3(a):
+    return torch.tanh(a) * 3
+
+
+def test_double_backward_through_a_checked_region_says_what_to_do(mesh):
+    compiled = torch.compile(_tanh3, backend="aot_eager")
+    w = spmd.assert_type(torch.randn(4, requires_grad=True), {"dp": R, "tp": R})
+    g = spmd.assert_type(torch.ones(4), {"dp": P, "tp": P})
+    with spmd.checker.typecheck():
+        y = compiled(w)
+        with pytest.raises(RuntimeError, match="create_graph=True.*force_eager"):
+            torch.autograd.grad(y, w, g, create_graph=True)
+        (gw,) = torch.autograd.grad(compiled(w), w, g)  # a plain backward is checked
+    assert ltype(gw) == {"mesh_dp": "P", "mesh_tp": "P"}
 
 
 def test_the_hooks_are_installed_only_inside_a_region(mesh):

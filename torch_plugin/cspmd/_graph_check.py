@@ -13,10 +13,12 @@ from ._lib import ops
 __all__ = ["GraphChecker", "meta_copy", "flat_outputs"]
 
 
-def meta_copy(t):
+def meta_copy(t, type_id=None):
+    """t on the meta device (same sizes, strides, dtype, requires_grad), typed
+    as t or as type_id."""
     m = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="meta",
                             requires_grad=t.requires_grad)
-    ops.set_type(m, ops.get_type(t))
+    ops.set_type(m, ops.get_type(t) if type_id is None else type_id)
     return m
 
 
@@ -25,11 +27,13 @@ _COMPILED_NOTE = ("\n  (in a torch.compile'd function: cspmd checked the graph D
 
 
 class GraphChecker(torch.fx.Interpreter):
-    """Runs the graph under the checker; each node's errors name its line."""
+    """Runs the graph under the checker; each node's errors name its line.
+    ``sites``, if given, collects {grad_fn: line} of the nodes' results."""
 
-    def __init__(self, gm, meta):
+    def __init__(self, gm, meta, sites=None):
         super().__init__(gm, garbage_collect_values=True)
         self._meta = meta
+        self._sites = sites
         self.extra_traceback = False  # the error names the node's line itself
 
     def run_node(self, n):
@@ -37,7 +41,13 @@ class GraphChecker(torch.fx.Interpreter):
         site = _frames.user_site_of_stack(trace.splitlines()) if trace else ""
         with _frames.site_override(site):
             try:
-                return super().run_node(n)
+                result = super().run_node(n)
+                if self._sites is not None and site:
+                    for r in flat_outputs(result):
+                        fn = r.grad_fn if isinstance(r, torch.Tensor) else None
+                        if fn is not None:
+                            self._sites.setdefault(fn, site)
+                return result
             except SpmdTypeError as e:
                 text = str(e)
                 if _COMPILED_NOTE not in text:

@@ -18,7 +18,10 @@ inputs' types, through the C kernel (which decides every type), and an
 error names the node's line in the user's source.  The result -- the output
 types and the types of inputs the graph retyped -- is cached by the input
 types, so a later call costs one dict lookup; the compiled code runs with
-checking paused and its outputs get their types.  See docs/testing.md.
+checking paused and its outputs get their types.  While gradients are
+recorded, the call runs inside an autograd Function whose backward checks
+the graph's backward on meta tensors before the compiled backward runs
+(cspmd.compiled_grads).  See docs/testing.md.
 """
 
 from typing import List
@@ -26,7 +29,9 @@ from typing import List
 import torch
 import torch.fx
 
+from . import compiled_grads
 from ._compile_markers import _tracing, is_marker
+from ._errors import SpmdTypeError
 from ._graph_check import GraphChecker, flat_outputs, meta_copy
 from ._lib import ops
 from .checker import _register_patch, _state, no_typecheck
@@ -36,8 +41,10 @@ __all__: List[str] = []
 
 
 class _Plan:
-    """What one tuple of input types gives: the output types, and the inputs
-    the graph retyped (in-place ops, annotations of inputs)."""
+    """What one tuple of input types gives: the output types, the inputs the
+    graph retyped (in-place ops, annotations of inputs), or eager: the graph
+    runs op by op under the checker (it cannot run on meta tensors, or it
+    writes in place to an input whose gradient is recorded)."""
 
     __slots__ = ("outputs", "inputs", "eager")
 
@@ -45,6 +52,9 @@ class _Plan:
         self.outputs = outputs
         self.inputs = inputs
         self.eager = eager
+
+
+_EAGER = _Plan((), (), eager=True)
 
 
 class CheckedGraph:
@@ -55,46 +65,64 @@ class CheckedGraph:
         self._compiled = compiled_fn
         self._dynamic = dynamic
         self._plans = {}  # one dict store per new key: no lock under the GIL
+        self._grad_plans = {}  # (key, gradient types) -> input gradient types
 
-    def _key(self, args):
-        key = [_state().strict, _current()]
-        for a in args:
-            if isinstance(a, torch.Tensor):
-                key.append(ops.get_type(a))
+    def _key(self, args, grads, recorded):
+        """(key, input types): the key is what the check depends on."""
+        types = [ops.get_type(a) if isinstance(a, torch.Tensor) else None for a in args]
+        key = [_state().strict, _current(), grads, recorded]
+        for a, t in zip(args, types):
+            if t is not None:
+                key.append(t)
+                if recorded:
+                    key.append(a.requires_grad)
                 if self._dynamic:
                     key.append(tuple(a.shape))
             elif self._dynamic:
                 key.append(a)
-        return tuple(key)
+        return tuple(key), types
 
-    def _needs_eager(self, args):
-        """The compiled backward would run unchecked: while gradients are
-        recorded for an input, the graph runs eagerly, op by op."""
-        if not torch.is_grad_enabled():
-            return False
-        return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
-
-    def _check(self, args):
+    def _check(self, args, grads, recorded):
+        """The plan for args; grads: the call runs through Region; recorded:
+        eager code would record and check gradients."""
         metas = [meta_copy(a) if isinstance(a, torch.Tensor) else a for a in args]
-        before = [ops.get_type(m) if isinstance(m, torch.Tensor) else None for m in metas]
-        out = GraphChecker(self._gm, meta=True).run(*metas)
+        before = [(ops.get_type(m), m._version) if isinstance(m, torch.Tensor) else None
+                  for m in metas]
+        try:
+            out = GraphChecker(self._gm, meta=True).run(*metas)
+        except SpmdTypeError:
+            raise
+        except Exception:  # an op without a meta kernel, data-dependent code
+            return _EAGER
+        if grads and any(b is not None and m.requires_grad and m._version != b[1]
+                         for m, b in zip(metas, before)):
+            return _EAGER  # Region's detached inputs cannot be written in place
+        if recorded and not grads and any(isinstance(o, torch.Tensor) and o.requires_grad
+                                          for o in flat_outputs(out)):
+            return _EAGER  # gradients of tensors that are not inputs (attributes)
         outputs = [ops.get_type(o) if isinstance(o, torch.Tensor) else None
                    for o in flat_outputs(out)]
         inputs = [(i, ops.get_type(m)) for i, m in enumerate(metas)
-                  if isinstance(m, torch.Tensor) and ops.get_type(m) != before[i]]
+                  if isinstance(m, torch.Tensor) and ops.get_type(m) != before[i][0]]
         return _Plan(outputs, inputs, eager=False)
 
     def __call__(self, *args):
-        if not _state().enabled:
+        s = _state()
+        if not s.enabled:
             return self._compiled(*args)  # checking off on this thread
-        if self._needs_eager(args):
-            return GraphChecker(self._gm, meta=False).run(*args)
-        key = self._key(args)
+        recorded = s.backward and torch.is_grad_enabled()
+        grads = recorded and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+        key, types = self._key(args, grads, recorded)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = self._check(args)
+            plan = self._plans[key] = self._check(args, grads, recorded)
+        if plan.eager:
+            return GraphChecker(self._gm, meta=False).run(*args)
         with no_typecheck():
-            out = self._compiled(*args)
+            if grads:
+                out = compiled_grads.run(compiled_grads.GradCall(self, key, args, types), args)
+            else:
+                out = self._compiled(*args)
         for o, t in zip(flat_outputs(out), plan.outputs):
             if t is not None and isinstance(o, torch.Tensor):
                 ops.set_type(o, t)
