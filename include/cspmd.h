@@ -47,6 +47,10 @@ extern "C" {
     X(ERR_MISUSE, -4, "API misuse (bad id, NULL, stack underflow)")                 \
     X(ERR_NOMEM, -5, "allocation failed / a fixed table is full")                   \
     X(ERR_RUNTIME, -6, "Python RuntimeError (e.g. no current mesh)")                \
+    X(ERR_REDISTRIBUTE, -7, "global mode: a collective on a non-innermost spec axis: "  \
+                            "Python RedistributeError")                                 \
+    X(ERR_PROPAGATION, -8, "global mode: a shard the op cannot carry: "                  \
+                           "Python DTensorPropagationError")                            \
     X(ERR_PENDING, -100, "the shim holds a torch exception for its caller to rethrow")
 
 typedef enum cspmd_status {
@@ -658,6 +662,115 @@ CSPMD_API size_t cspmd_cross_mesh_advice(const cspmd_type_t *types, int n, char 
 CSPMD_API void cspmd_axis_print_debug_set(int debug);
 CSPMD_API int cspmd_axis_print_debug(void);
 
+
+/* ===================================================================== */
+/* Global SPMD (typecheck(local=False))                                   */
+/* ===================================================================== */
+
+/* Per-thread checking mode: local (1, the default) or global (0).  In
+ * global mode every Varying axis that is global must carry a partition
+ * spec entry, and ops propagate specs with the shard rules below.  A
+ * thread that never set state reads the mode last published by a checking
+ * thread (as cspmd_checker_strict). */
+CSPMD_API void cspmd_checker_set_local(int local);
+CSPMD_API int cspmd_checker_local(void);
+
+/* The local axes of the current mesh entry (an outermost prefix of the
+ * mesh's axes, validated by the front): on them V needs no spec and no
+ * shard propagation happens.  n == 0 clears.  Errors: MISUSE (no current
+ * mesh, unknown axis, an axis outside the mesh, n > CSPMD_MAX_AXES). */
+CSPMD_API cspmd_status_t cspmd_mesh_set_local_axes(const cspmd_axis_t *axes, int n);
+/* The current mesh entry's local axes into axes (CSPMD_MAX_AXES long);
+ * returns their count (0 without a mesh). */
+CSPMD_API int cspmd_mesh_local_axes(cspmd_axis_t *axes);
+
+/* Whether axis is typed globally now: 0 in local mode or on a local axis.
+ * With local axes set, an axis outside the current mesh is SPMD_TYPE
+ * ("Axis X is not in the current mesh, so its local/global typechecking
+ * policy is undefined"). */
+CSPMD_API cspmd_status_t cspmd_axis_is_global(cspmd_axis_t axis, int *global);
+
+/* Global mode's operand check: on every global axis, V needs a partition
+ * spec entry and a spec entry needs V.  SPMD_TYPE with the reference's
+ * messages; UNTYPED and EMPTY pass. */
+CSPMD_API cspmd_status_t cspmd_global_check_operand(cspmd_type_t type);
+
+/* One mesh axis' placement of one tensor: Shard(d) for d >= 0, else: */
+#define CSPMD_PLACE_REPLICATE (-1) /* R or I (same values on every rank)   */
+#define CSPMD_PLACE_PARTIAL (-2)   /* P (a pending sum)                    */
+#define CSPMD_PLACE_NONE (-3)      /* not a tensor result                  */
+
+/* A shard rule: how shard dims flow through one aten op (the core's rule
+ * table).  -1: the op has none, and global mode rejects it when an
+ * operand is sharded on a global axis. */
+typedef int32_t cspmd_shard_rule_t;
+/* The rule of "aten::mm" / overload ("" for the default); -1 if none. */
+CSPMD_API cspmd_shard_rule_t cspmd_shard_rule_find(const char *name, const char *overload);
+/* The rule's family ("pointwise", "mm", ...; "none" for -1). */
+CSPMD_API const char *cspmd_shard_rule_name(cspmd_shard_rule_t rule);
+
+#define CSPMD_GLOBAL_MAX_TENSORS 64
+#define CSPMD_MAX_RESULTS 4
+
+/* One tensor operand of an op call as the shard rules see it. */
+typedef struct cspmd_gtensor {
+    cspmd_type_t type;   /* its type (UNTYPED if none)                 */
+    uint16_t arg;        /* schema argument it came from               */
+    int8_t ndim;         /* dims (at most CSPMD_MAX_DIMS)              */
+    uint8_t scalar;      /* a wrapped Python number (no placement)     */
+    int64_t sizes[CSPMD_MAX_DIMS]; /* local sizes                      */
+} cspmd_gtensor_t;
+
+/* One schema argument as integers: an int or bool (n == 1), an int list
+ * (n values, at most CSPMD_MAX_DIMS), None (n == CSPMD_GARG_NONE) or
+ * anything else (n == CSPMD_GARG_OTHER). */
+#define CSPMD_GARG_NONE (-2)
+#define CSPMD_GARG_OTHER (-1)
+typedef struct cspmd_garg {
+    int32_t n;
+    int64_t v[CSPMD_MAX_DIMS];
+} cspmd_garg_t;
+
+/* An op call for global inference.  tensors are the operands (out=
+ * excluded) in argument order; args[i] is schema argument i. */
+typedef struct cspmd_gcall {
+    const char *name;    /* "aten::mm" (messages)                      */
+    int ntensors;        /* at most CSPMD_GLOBAL_MAX_TENSORS           */
+    const cspmd_gtensor_t *tensors;
+    int nargs;
+    const cspmd_garg_t *args;
+    int nresults;        /* the schema's returns, at most CSPMD_MAX_RESULTS */
+} cspmd_gcall_t;
+
+/* Global inference of one op whose local type is local_out: checks every
+ * operand (cspmd_global_check_operand), collects the shard axes (global
+ * axes of local_out that some operand's spec names) in topological order
+ * of the specs' multi-axis entries (an ordering conflict is SPMD_TYPE),
+ * runs rule on each of them, checks each result's placement against the
+ * local type, promotes V to P where the results are Partial (a sharded
+ * contraction or reduction), and builds each result's spec (axes sharing
+ * a result dim must be ordered by some operand's spec).  outs[r] is result
+ * r's type.  With no shard axis every result takes local_out.  rule -1
+ * with a shard axis is SPMD_TYPE ("global mode: no shard rule for ...").
+ * Errors: SPMD_TYPE ("No valid sharding strategy for <op> on axis X: ..."
+ * and the reshape errors), MISUSE (bad call). */
+CSPMD_API cspmd_status_t cspmd_global_infer(cspmd_shard_rule_t rule, const cspmd_gcall_t *call,
+                                            cspmd_type_t local_out, cspmd_type_t *outs);
+
+/* Global mode's part of a collective (or conversion) over axis, after
+ * cspmd_coll_infer typed the result local_out (out_ndim dims) from the
+ * input type in.  In local mode *out = local_out.  In global mode the
+ * input is checked (cspmd_global_check_operand); on a global axis an axis
+ * not innermost in its multi-axis spec entry is ERR_REDISTRIBUTE, V without
+ * a spec entry and an S(i) src that is not the input's shard are
+ * SPMD_TYPE, and the result's spec is the input's with the axis removed
+ * and, for dst S(j), added innermost on dim j; on a local axis the input's
+ * spec is kept.  Axes resolving to both local and global axes are
+ * SPMD_TYPE.  fn names the collective in messages. */
+CSPMD_API cspmd_status_t cspmd_global_coll(const char *fn, cspmd_axis_t axis, cspmd_ctype_t src,
+                                           cspmd_ctype_t dst, cspmd_type_t in,
+                                           cspmd_type_t local_out, int out_ndim,
+                                           cspmd_type_t *out);
 
 /* ===================================================================== */
 /* Raw torch.distributed collectives                                      */

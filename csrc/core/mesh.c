@@ -30,6 +30,10 @@ static _Thread_local uint32_t tl_stack[MESH_DEPTH];
 static _Thread_local int tl_depth;
 static _Thread_local int tl_enabled = 0;
 static _Thread_local int tl_strict = 1;
+static _Thread_local int tl_local = 1; /* typecheck(local=...) */
+/* Local axes of each stack entry (global mode: V needs no spec there). */
+static _Thread_local cspmd_axis_t tl_local_axes[MESH_DEPTH][CSPMD_MAX_AXES];
+static _Thread_local uint8_t tl_nlocal[MESH_DEPTH];
 
 /* Threads that never set checker state themselves -- the autograd engine's
  * device threads, which run a CUDA backward with the dispatch keys captured
@@ -37,6 +41,7 @@ static _Thread_local int tl_strict = 1;
 static _Thread_local int tl_owner;
 static _Atomic uint32_t g_mesh;
 static _Atomic int g_strict = 1;
+static _Atomic int g_local = 1;
 
 static void publish(void)
 {
@@ -45,6 +50,7 @@ static void publish(void)
     atomic_store_explicit(&g_mesh, tl_depth ? tl_stack[tl_depth - 1] : 0u,
                           memory_order_relaxed);
     atomic_store_explicit(&g_strict, tl_strict, memory_order_relaxed);
+    atomic_store_explicit(&g_local, tl_local, memory_order_relaxed);
 }
 
 cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n)
@@ -83,6 +89,7 @@ cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n)
     st = cspmdi_table_intern(&mesh_tab, &rec, NULL, &id);
     if (st != CSPMD_OK)
         return st;
+    tl_nlocal[tl_depth] = 0;
     tl_stack[tl_depth++] = id;
     tl_owner = 1;
     publish();
@@ -140,4 +147,80 @@ int cspmd_checker_strict(void)
     if (!tl_owner)
         return atomic_load_explicit(&g_strict, memory_order_relaxed);
     return tl_strict;
+}
+
+void cspmd_checker_set_local(int local)
+{
+    tl_local = local != 0;
+    tl_owner = 1;
+    publish();
+}
+
+int cspmd_checker_local(void)
+{
+    if (!tl_owner)
+        return atomic_load_explicit(&g_local, memory_order_relaxed);
+    return tl_local;
+}
+
+cspmd_status_t cspmd_mesh_set_local_axes(const cspmd_axis_t *axes, int n)
+{
+    if (n < 0 || n > CSPMD_MAX_AXES || (n > 0 && axes == NULL))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_set_local_axes: bad axis list");
+    if (tl_depth == 0)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_set_local_axes: no current mesh");
+    cspmd_axis_t mesh[CSPMD_MAX_AXES];
+    int nm = cspmdi_mesh_axes(tl_stack[tl_depth - 1], mesh);
+    for (int i = 0; i < n; i++) {
+        int in = 0;
+        for (int j = 0; j < nm; j++)
+            in |= mesh[j] == axes[i];
+        if (!in)
+            return cspmd_error_set(CSPMD_ERR_MISUSE,
+                                   "cspmd_mesh_set_local_axes: axis %u is not in the current mesh",
+                                   (unsigned)axes[i]);
+    }
+    for (int i = 0; i < n; i++)
+        tl_local_axes[tl_depth - 1][i] = axes[i];
+    tl_nlocal[tl_depth - 1] = (uint8_t)n;
+    return CSPMD_OK;
+}
+
+int cspmd_mesh_local_axes(cspmd_axis_t *axes)
+{
+    if (!tl_owner || tl_depth == 0)
+        return 0; /* device threads: no local axes (all global) */
+    int n = tl_nlocal[tl_depth - 1];
+    if (axes != NULL)
+        memcpy(axes, tl_local_axes[tl_depth - 1], (size_t)n * sizeof *axes);
+    return n;
+}
+
+cspmd_status_t cspmd_axis_is_global(cspmd_axis_t axis, int *global)
+{
+    if (global == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_axis_is_global: NULL out");
+    if (cspmd_checker_local()) {
+        *global = 0;
+        return CSPMD_OK;
+    }
+    cspmd_axis_t local[CSPMD_MAX_AXES], mesh[CSPMD_MAX_AXES];
+    int nl = cspmd_mesh_local_axes(local);
+    if (nl == 0) {
+        *global = 1;
+        return CSPMD_OK;
+    }
+    int nm = cspmd_mesh_current(mesh), in = 0;
+    for (int j = 0; j < nm; j++)
+        in |= mesh[j] == axis;
+    if (!in)
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "Axis %s is not in the current mesh, so its local/global "
+                               "typechecking policy is undefined",
+                               cspmd_axis_display(axis, 0));
+    *global = 1;
+    for (int j = 0; j < nl; j++)
+        if (local[j] == axis)
+            *global = 0;
+    return CSPMD_OK;
 }

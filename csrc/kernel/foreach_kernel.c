@@ -181,6 +181,8 @@ static cspmd_status_t run(cspmd_call_t *call, cspmd_rule_t rule, foreach_work_t 
     st = infer_elements(call, rule, w);
     if (st != CSPMD_OK)
         return st;
+    if (cspmdk_global_active() && (st = cspmdk_global_no_rule(call, a)) != CSPMD_OK)
+        return st;
 
     st = cspmd_call_redispatch(call);
     if (st != CSPMD_OK)

@@ -385,6 +385,11 @@ static int in_backward(void)
     return cspmd_autograd_node(name, sizeof name, where, sizeof where);
 }
 
+int cspmdk_global_active(void)
+{
+    return !cspmd_checker_local() && !in_backward();
+}
+
 /* Two things autograd's own backward formulas do that are sound but that the
  * forward rules reject; recognized on the error path only:
  *  - accumulating a gradient adds a pending sum (P) and a per-rank
@@ -495,29 +500,48 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
             return st;
     }
 
+    /* Global mode: each result's partition spec, and V -> P where a
+     * sharded dim was contracted or reduced (before the op runs, too).
+     * The ops backward() runs keep local checking (gradients carry no
+     * spec yet). */
+    cspmd_type_t outs[CSPMD_MAX_RESULTS];
+    int global = cspmdk_global_active();
+    if (global) {
+        st = cspmdk_global_types(call, args, out, outs);
+        if (st != CSPMD_OK)
+            return cspmdk_with_context(st, call, args);
+        out = outs[0];
+    }
+
     if (cspmd_trace_enabled())
         trace(call, ops, n, out);
     st = cspmd_call_redispatch(call);
     if (st != CSPMD_OK)
         return st;
 
-    for (int i = 0; i < args->ntensors; i++)
+    for (int i = 0, w = 0; i < args->ntensors; i++)
         if (args->tensors[i].written) {
-            (void)cspmd_tensor_set_type(args->tensors[i].tensor, out);
+            /* out= tensors in result order (max.dim_max's values, indices) */
+            cspmd_type_t t = global && args->tensors[i].out && w < CSPMD_MAX_RESULTS
+                                 ? outs[w++] : out;
+            (void)cspmd_tensor_set_type(args->tensors[i].tensor, t);
             if (i == zero_ref && args->tensors[i].base != NULL)
-                (void)cspmd_tensor_set_type(args->tensors[i].base, out);
+                (void)cspmd_tensor_set_type(args->tensors[i].base, t);
             else
-                cspmdk_view_write_apply(call, args, &args->tensors[i], out);
+                cspmdk_view_write_apply(call, args, &args->tensors[i], t);
         }
     st = cspmd_call_results(call, results);
     if (st != CSPMD_OK)
         return st;
-    for (int i = 0; i < results->ntensors; i++)
-        if (results->tensors[i].type != out) {
-            st = cspmd_tensor_set_type(results->tensors[i].tensor, out);
+    for (int i = 0; i < results->ntensors; i++) {
+        int r = results->tensors[i].arg;
+        cspmd_type_t t = global && r < CSPMD_MAX_RESULTS ? outs[r] : out;
+        if (results->tensors[i].type != t) {
+            st = cspmd_tensor_set_type(results->tensors[i].tensor, t);
             if (st != CSPMD_OK)
                 return st;
         }
+    }
     return CSPMD_OK;
 }
 

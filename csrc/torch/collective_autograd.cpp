@@ -172,6 +172,16 @@ void trace_collective(const char *fn, const at::Tensor &x, cspmd_axis_t axis, cs
 
 } // namespace
 
+namespace {
+// Global mode's spec handling runs outside backward (whose gradients carry
+// no spec yet, as in the op kernel).
+bool global_active() {
+    char name[8], where[8];
+    return !cspmd_checker_local() &&
+           !cspmd_autograd_node(name, sizeof name, where, sizeof where);
+}
+} // namespace
+
 // A conversion whose src and dst agree changes nothing, but its input must
 // still be src on a known axis: checked like any collective's input.
 void collective_check_input(const at::Tensor &x, std::string fn, int64_t axis, int64_t src_lt,
@@ -180,9 +190,13 @@ void collective_check_input(const at::Tensor &x, std::string fn, int64_t axis, i
         return;
     cspmd_type_t ignored;
     cspmd_ctype_t src = ctype(src_lt, src_dim);
-    cspmd_status_t st = cspmd_coll_infer_input(
-        fn.c_str(), static_cast<cspmd_axis_t>(axis), src.ltype, src.ltype,
-        impl_get_type(x.unsafeGetTensorImpl()), input_no_grad(x), &ignored);
+    cspmd_type_t in = impl_get_type(x.unsafeGetTensorImpl());
+    cspmd_status_t st = cspmd_coll_infer_input(fn.c_str(), static_cast<cspmd_axis_t>(axis),
+                                               src.ltype, src.ltype, in, input_no_grad(x),
+                                               &ignored);
+    if (st == CSPMD_OK && global_active())
+        st = cspmd_global_coll(fn.c_str(), static_cast<cspmd_axis_t>(axis), src, src, in, in,
+                               static_cast<int>(x.dim()), &ignored);
     if (st != CSPMD_OK)
         raise_with_context(st, fn.c_str(), x, static_cast<cspmd_axis_t>(axis), src, src);
 }
@@ -206,9 +220,15 @@ at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, i
     bool checking = key_enabled();
     cspmd_type_t out_type = CSPMD_TYPE_UNTYPED;
     if (checking) {
-        cspmd_status_t st = cspmd_coll_infer_input(
-            fn, static_cast<cspmd_axis_t>(axis), r.src.ltype, r.dst.ltype,
-            impl_get_type(x.unsafeGetTensorImpl()), input_no_grad(x), &out_type);
+        cspmd_type_t in = impl_get_type(x.unsafeGetTensorImpl());
+        cspmd_status_t st = cspmd_coll_infer_input(fn, static_cast<cspmd_axis_t>(axis),
+                                                   r.src.ltype, r.dst.ltype, in,
+                                                   input_no_grad(x), &out_type);
+        // Global mode: the result's partition spec (checked before anything runs;
+        // rechecked below for the rare result whose dims differ).
+        if (st == CSPMD_OK && global_active())
+            st = cspmd_global_coll(fn, static_cast<cspmd_axis_t>(axis), r.src, r.dst, in,
+                                   out_type, static_cast<int>(x.dim()), &out_type);
         if (st != CSPMD_OK)
             raise_with_context(st, fn, x, static_cast<cspmd_axis_t>(axis), r.src, r.dst);
     }
@@ -236,6 +256,16 @@ at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, i
     }
     at::Tensor out(
         c10::intrusive_ptr<c10::TensorImpl>::reclaim(reinterpret_cast<c10::TensorImpl *>(res)));
+    if (checking && global_active() && out.dim() != x.dim()) {
+        cspmd_type_t in = impl_get_type(x.unsafeGetTensorImpl());
+        cspmd_status_t st = cspmd_coll_infer(fn, static_cast<cspmd_axis_t>(axis), r.src.ltype,
+                                             r.dst.ltype, in, &out_type);
+        if (st == CSPMD_OK)
+            st = cspmd_global_coll(fn, static_cast<cspmd_axis_t>(axis), r.src, r.dst, in,
+                                   out_type, static_cast<int>(out.dim()), &out_type);
+        if (st != CSPMD_OK)
+            raise_with_context(st, fn, x, static_cast<cspmd_axis_t>(axis), r.src, r.dst);
+    }
     if (checking)
         impl_set_type(out.unsafeGetTensorImpl(), out_type);
     return out;

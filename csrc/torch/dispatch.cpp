@@ -357,4 +357,43 @@ size_t cspmd_call_arg_text(const cspmd_call_t *call, int i, char *buf, size_t le
     }
 }
 
+int cspmd_call_nreturns(const cspmd_call_t *call) {
+    return static_cast<int>(call->op->schema().returns().size());
+}
+
+int cspmd_call_arg_ints(const cspmd_call_t *call, int i, int64_t *v, int cap) {
+    try {
+        size_t n = call->op->schema().arguments().size();
+        if (i < 0 || static_cast<size_t>(i) >= n || call->stack->size() < n)
+            return -1;
+        const c10::IValue &a = *(call->stack->end() - static_cast<ptrdiff_t>(n) + i);
+        if (a.isNone())
+            return -2;
+        if (a.isInt() || a.isBool()) {
+            if (cap > 0)
+                v[0] = a.isInt() ? a.toInt() : static_cast<int64_t>(a.toBool());
+            return 1;
+        }
+        if (!a.isList())
+            return -1;
+        auto l = a.toListRef();
+        int k = 0;
+        for (const c10::IValue &e : l) {
+            int64_t x;
+            if (e.isInt())
+                x = e.toInt();
+            else if (e.isSymInt() && e.toSymInt().maybe_as_int())
+                x = *e.toSymInt().maybe_as_int();
+            else
+                return -1;
+            if (k < cap)
+                v[k] = x;
+            k++;
+        }
+        return k;
+    } catch (...) {
+        return -1;
+    }
+}
+
 } // extern "C"

@@ -1,6 +1,8 @@
 // Core errors as Python exceptions.  A core status maps to the exception the
 // Python front documents: SPMD_TYPE -> cspmd.SpmdTypeError (a RuntimeError
-// subclass, so Tensor dunders do not swallow it), VALUE -> ValueError, TYPE
+// subclass, so Tensor dunders do not swallow it; REDISTRIBUTE and
+// PROPAGATION -> its subclasses RedistributeError and
+// DTensorPropagationError), VALUE -> ValueError, TYPE
 // -> TypeError, the rest -> RuntimeError.  The class is looked up lazily in
 // the Python front (the GIL is held wherever torch translates exceptions).
 #include <Python.h>
@@ -21,25 +23,29 @@
 namespace cspmd {
 namespace {
 
-PyObject *lookup_error_class() {
-    static PyObject *cls = nullptr;
-    if (cls)
-        return cls;
+// kind: 0 SpmdTypeError, 1 RedistributeError, 2 DTensorPropagationError.
+PyObject *lookup_error_class(int kind) {
+    static PyObject *cls[3] = {nullptr, nullptr, nullptr};
+    static const char *const names[3] = {"SpmdTypeError", "RedistributeError",
+                                         "DTensorPropagationError"};
+    if (cls[kind])
+        return cls[kind];
     PyObject *mod = PyImport_ImportModule("cspmd._errors");
     if (mod) {
-        cls = PyObject_GetAttrString(mod, "SpmdTypeError");
+        cls[kind] = PyObject_GetAttrString(mod, names[kind]);
         Py_DECREF(mod);
     }
-    if (!cls) {
+    if (!cls[kind]) {
         PyErr_Clear();
         return PyExc_RuntimeError;
     }
-    return cls;
+    return cls[kind];
 }
 
 struct SpmdTypeError final : torch::PyTorchError {
-    explicit SpmdTypeError(std::string m) : torch::PyTorchError(std::move(m)) {}
-    PyObject *python_type() override { return lookup_error_class(); }
+    SpmdTypeError(std::string m, int k) : torch::PyTorchError(std::move(m)), kind(k) {}
+    PyObject *python_type() override { return lookup_error_class(kind); }
+    int kind;
 };
 
 // A C++ exception that torch's handlers raise in Python as `*cls`.
@@ -53,7 +59,9 @@ struct PythonError final : torch::PyTorchError {
 
 void throw_core_error(cspmd_status_t st, const std::string &msg) {
     switch (st) {
-    case CSPMD_ERR_SPMD_TYPE: throw SpmdTypeError(msg);
+    case CSPMD_ERR_SPMD_TYPE: throw SpmdTypeError(msg, 0);
+    case CSPMD_ERR_REDISTRIBUTE: throw SpmdTypeError(msg, 1);
+    case CSPMD_ERR_PROPAGATION: throw SpmdTypeError(msg, 2);
     case CSPMD_ERR_VALUE: throw PythonError(PyExc_ValueError, msg);
     case CSPMD_ERR_TYPE: throw PythonError(PyExc_TypeError, msg);
     case CSPMD_OK:

@@ -341,6 +341,21 @@ void checker_set(bool enabled, bool strict) {
 // torch.compile's tracing (cspmd/compiled.py).  Returns the previous setting.
 bool checker_pause(bool paused) { return key_pause(paused); }
 
+// typecheck(local=...): the core's per-thread mode.
+void checker_set_local(bool local) { cspmd_checker_set_local(local ? 1 : 0); }
+bool checker_local() { return cspmd_checker_local() != 0; }
+
+// set_current_mesh(..., local_axes=...) on the current mesh entry.
+void mesh_set_local_axes(IntList axes) {
+    auto a = to_axes(axes);
+    check(cspmd_mesh_set_local_axes(a.data(), static_cast<int>(a.size())));
+}
+
+// The shard rule family of an aten op ("none" without one).
+std::string shard_rule_name(const std::string &name, const std::string &overload) {
+    return cspmd_shard_rule_name(cspmd_shard_rule_find(name.c_str(), overload.c_str()));
+}
+
 std::vector<int64_t> checker_state() {
     return {cspmd_checker_enabled(), cspmd_checker_strict(), key_enabled() ? 1 : 0};
 }
@@ -471,6 +486,10 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(checker_set);
         CSPMD_BIND(checker_state);
         CSPMD_BIND(checker_pause);
+        CSPMD_BIND(checker_set_local);
+        CSPMD_BIND(checker_local);
+        CSPMD_BIND(mesh_set_local_axes);
+        CSPMD_BIND(shard_rule_name);
         CSPMD_BIND(register_explicit);
         CSPMD_BIND(trace_set);
         CSPMD_BIND(trace_enabled);

@@ -103,6 +103,13 @@ const char *cspmd_call_arg_name(const cspmd_call_t *call, int i);
  * Returns the length needed. */
 size_t cspmd_call_arg_text(const cspmd_call_t *call, int i, char *buf, size_t len);
 
+/* How many results the operator's schema returns. */
+int cspmd_call_nreturns(const cspmd_call_t *call);
+/* Argument i as integers into v (cap long): the count for an int or bool
+ * (1) or an int list (its length; only cap written), -2 for None, -1 for
+ * anything else (also a symbolic integer). */
+int cspmd_call_arg_ints(const cspmd_call_t *call, int i, int64_t *v, int cap);
+
 /* ---- tensors -------------------------------------------------------- */
 
 cspmd_type_t cspmd_tensor_get_type(const cspmd_tensor_t *t);

@@ -15,4 +15,5 @@ Suite *suite_compat(void);
 Suite *suite_type_carry(void);
 Suite *suite_view_rules(void);
 Suite *suite_shard_spec(void);
+Suite *suite_global(void);
 #endif

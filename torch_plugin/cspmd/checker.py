@@ -59,6 +59,7 @@ def _state():
 
 def _apply(s):
     ops.checker_set(s.enabled, s.strict)
+    ops.checker_set_local(s.local)
 
 
 # Regions are frames on a per-thread list, not saved-and-restored flags: a
@@ -376,8 +377,6 @@ def typecheck(strict_mode: Optional[Literal["permissive", "strict"]] = None,
     """
     if strict_mode not in (None, "strict", "permissive"):
         raise ValueError(f"strict_mode must be 'strict' or 'permissive', got {strict_mode!r}")
-    if local is False:
-        raise NotImplementedError("global SPMD checking (local=False) is not implemented yet")
     s = _state()
     first = not s.active
     strict = s.strict if strict_mode is None and not first else strict_mode != "permissive"

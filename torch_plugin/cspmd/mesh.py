@@ -347,8 +347,8 @@ def set_current_mesh(axes: Any = None, *, local_axes: Iterable[Any] = ()) -> Ite
     axes or process groups, or None (re-push the current mesh, e.g. to
     change ``local_axes``).  Size-1 axes are dropped but stay resolvable by
     name.  ``local_axes`` (names, MeshAxis or process groups) marks an
-    outermost prefix of the mesh's axes as local under global checking
-    (stored; used by global checking).
+    outermost prefix of the mesh's axes as local under global checking: V
+    needs no partition spec there and no shard propagation happens.
 
     >>> with set_current_mesh({"tp": MeshAxis.of(4, 1)}):
     ...     sorted(current_mesh_names())
@@ -357,6 +357,8 @@ def set_current_mesh(axes: Any = None, *, local_axes: Iterable[Any] = ()) -> Ite
     entry = _entry_of(axes)
     entry = entry.with_local_axes(_resolve_local_axes(local_axes, entry))
     ops.mesh_push([a.id for a in entry.axes])
+    if entry.local_axes:
+        ops.mesh_set_local_axes([a.id for a in entry.local_axes])
     stack = _stack()
     stack.append(entry)
     try:

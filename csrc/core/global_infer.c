@@ -1,0 +1,354 @@
+/*
+ * global_infer.c -- global SPMD types (typecheck(local=False)): the operand
+ * check (V on a global axis needs a partition spec entry, and a spec entry
+ * needs V) and global inference of one op on top of its local type: the
+ * shard axes in the order the operands' multi-axis spec entries impose,
+ * one shard rule run per axis (shard_rules.c), the local/global
+ * correspondence with V -> P promotion, and each result's spec.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "shard_rules.h"
+
+static const char *ax(cspmd_axis_t a)
+{
+    return cspmd_axis_display(a, cspmd_axis_print_debug());
+}
+
+static int spec_has(const cspmd_spec_t *s, cspmd_axis_t a, int *dim)
+{
+    for (int d = 0; d < s->ndim; d++)
+        for (int i = 0; i < s->nentry[d]; i++)
+            if (s->entry[d][i] == a) {
+                if (dim != NULL)
+                    *dim = d;
+                return 1;
+            }
+    return 0;
+}
+
+cspmd_status_t cspmd_global_check_operand(cspmd_type_t type)
+{
+    if (type == CSPMD_TYPE_UNTYPED || type == CSPMD_TYPE_EMPTY)
+        return CSPMD_OK;
+    cspmd_axis_t axes[CSPMD_MAX_AXES];
+    cspmd_ltype_t lts[CSPMD_MAX_AXES];
+    int n = cspmdi_type_axes(type, axes, lts);
+    if (n < 0)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_global_check_operand: unknown type id %u",
+                               (unsigned)type);
+    cspmd_spec_t spec;
+    cspmd_status_t st = cspmd_type_spec(type, &spec);
+    if (st != CSPMD_OK)
+        return st;
+    for (int i = 0; i < n; i++) {
+        int global;
+        if ((st = cspmd_axis_is_global(axes[i], &global)) != CSPMD_OK)
+            return st;
+        if (global && lts[i] == CSPMD_LT_V && !spec_has(&spec, axes[i], NULL))
+            return cspmd_error_set(
+                CSPMD_ERR_SPMD_TYPE,
+                "Tensor has Varying type on axis %s but no PartitionSpec entry. Use assert_type "
+                "with S(i) or PartitionSpec to specify which dimension is sharded. Otherwise, "
+                "reinterpret the tensor from V to P.",
+                ax(axes[i]));
+    }
+    for (int d = 0; d < spec.ndim; d++)
+        for (int i = 0; i < spec.nentry[d]; i++) {
+            cspmd_axis_t a = spec.entry[d][i];
+            cspmd_ltype_t lt = cspmd_type_get(type, a);
+            int global;
+            if ((st = cspmd_axis_is_global(a, &global)) != CSPMD_OK)
+                return st;
+            if (global && lt != CSPMD_LT_V)
+                return cspmd_error_set(
+                    CSPMD_ERR_SPMD_TYPE,
+                    "Tensor has PartitionSpec on axis %s but local type is %s, not V. "
+                    "PartitionSpec (sharding) is only valid for Varying axes.",
+                    ax(a), lt == CSPMD_LT_NONE ? "None" : cspmd_ltype_letter(lt));
+        }
+    return CSPMD_OK;
+}
+
+/* ---- shard axes and their order ---------------------------------------- */
+
+typedef struct shard_axes {
+    int n;
+    cspmd_axis_t axis[CSPMD_MAX_AXES]; /* first-seen order, then sorted */
+    uint8_t edge[CSPMD_MAX_AXES];      /* bit j of edge[i]: i before j   */
+} shard_axes_t;
+
+static int index_of(shard_axes_t *s, cspmd_axis_t a, int add)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->axis[i] == a)
+            return i;
+    if (!add || s->n == CSPMD_MAX_AXES)
+        return -1;
+    s->axis[s->n] = a;
+    s->edge[s->n] = 0;
+    return s->n++;
+}
+
+/* Whether j is reachable from i over the edges. */
+static int reaches(const shard_axes_t *s, int i, int j)
+{
+    uint8_t seen = 0, frontier = s->edge[i];
+    while (frontier & (uint8_t)~seen) {
+        seen |= frontier;
+        uint8_t next = 0;
+        for (int k = 0; k < s->n; k++)
+            if (frontier >> k & 1u)
+                next |= s->edge[k];
+        frontier = next;
+    }
+    return (seen | frontier) >> j & 1u;
+}
+
+/* The global axes named by the operands' specs, ordering constraints from
+ * adjacent axes of each multi-axis entry, then a topological sort with
+ * first-seen order breaking ties. */
+static cspmd_status_t collect_shard_axes(const cspmd_gcall_t *call, shard_axes_t *s)
+{
+    s->n = 0;
+    for (int t = 0; t < call->ntensors; t++) {
+        cspmd_type_t type = call->tensors[t].type;
+        if (type <= CSPMD_TYPE_EMPTY || !cspmdi_type_has_spec(type))
+            continue;
+        cspmd_spec_t spec;
+        cspmd_status_t st = cspmd_type_spec(type, &spec);
+        if (st != CSPMD_OK)
+            return st;
+        for (int d = 0; d < spec.ndim; d++) {
+            int prev = -1;
+            for (int e = 0; e < spec.nentry[d]; e++) {
+                int global;
+                if ((st = cspmd_axis_is_global(spec.entry[d][e], &global)) != CSPMD_OK)
+                    return st;
+                if (!global)
+                    continue;
+                int cur = index_of(s, spec.entry[d][e], 1);
+                if (cur < 0)
+                    return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                                           "global mode: more than %d shard axes in one op",
+                                           CSPMD_MAX_AXES);
+                if (prev >= 0) {
+                    if (reaches(s, cur, prev) || cur == prev)
+                        return cspmd_error_set(
+                            CSPMD_ERR_SPMD_TYPE,
+                            "PartitionSpec device ordering conflict: %s before %s vs %s before %s",
+                            ax(s->axis[cur]), ax(s->axis[prev]), ax(s->axis[prev]),
+                            ax(s->axis[cur]));
+                    s->edge[prev] |= (uint8_t)(1u << cur);
+                }
+                prev = cur;
+            }
+        }
+    }
+    /* Kahn's algorithm; the smallest first-seen index goes first. */
+    shard_axes_t sorted = {0};
+    uint8_t done = 0;
+    for (int step = 0; step < s->n; step++) {
+        int pick = -1;
+        for (int i = 0; i < s->n && pick < 0; i++) {
+            if (done >> i & 1u)
+                continue;
+            int indeg = 0;
+            for (int k = 0; k < s->n; k++)
+                indeg |= !(done >> k & 1u) && (s->edge[k] >> i & 1u);
+            if (!indeg)
+                pick = i;
+        }
+        if (pick < 0)
+            return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                                   "Cyclic ordering constraint among global shard axes");
+        done |= (uint8_t)(1u << pick);
+        sorted.axis[sorted.n++] = s->axis[pick];
+    }
+    /* Re-index the edges in sorted order. */
+    for (int i = 0; i < s->n; i++) {
+        int oi = index_of(s, sorted.axis[i], 0);
+        for (int j = 0; j < s->n; j++)
+            if (s->edge[oi] >> index_of(s, sorted.axis[j], 0) & 1u)
+                sorted.edge[i] |= (uint8_t)(1u << j);
+    }
+    *s = sorted;
+    return CSPMD_OK;
+}
+
+/* ---- one op ------------------------------------------------------------------ */
+
+static int8_t operand_place(const cspmd_gtensor_t *t, cspmd_axis_t a)
+{
+    if (t->scalar || t->type <= CSPMD_TYPE_EMPTY)
+        return CSPMD_PLACE_REPLICATE;
+    int d;
+    if (cspmdi_type_has_spec(t->type)) {
+        cspmd_spec_t spec;
+        if (cspmd_type_spec(t->type, &spec) == CSPMD_OK && spec_has(&spec, a, &d))
+            return (int8_t)d;
+    }
+    return cspmd_type_get(t->type, a) == CSPMD_LT_P ? CSPMD_PLACE_PARTIAL
+                                                    : CSPMD_PLACE_REPLICATE;
+}
+
+static const char *place_name(int8_t p, char *buf, size_t len)
+{
+    if (p >= 0)
+        snprintf(buf, len, "S(%d)", p);
+    else
+        snprintf(buf, len, "%s", p == CSPMD_PLACE_PARTIAL ? "P" : "R");
+    return buf;
+}
+
+/* A result's placement must be what its local type allows: I and R
+ * replicated, P partial, V sharded or partial. */
+static int place_fits(cspmd_ltype_t lt, int8_t p)
+{
+    switch (lt) {
+    case CSPMD_LT_V:
+        return p >= 0 || p == CSPMD_PLACE_PARTIAL;
+    case CSPMD_LT_P:
+        return p == CSPMD_PLACE_PARTIAL;
+    default:
+        return p == CSPMD_PLACE_REPLICATE;
+    }
+}
+
+cspmd_status_t cspmd_global_infer(cspmd_shard_rule_t rule, const cspmd_gcall_t *call,
+                                  cspmd_type_t local_out, cspmd_type_t *outs)
+{
+    if (call == NULL || outs == NULL || call->ntensors < 0 ||
+        call->ntensors > CSPMD_GLOBAL_MAX_TENSORS || (call->ntensors && call->tensors == NULL) ||
+        call->nargs < 0 || (call->nargs && call->args == NULL) || call->nresults < 0)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_global_infer: bad call");
+    const char *op = call->name != NULL ? call->name : "?";
+    cspmd_status_t st;
+    for (int t = 0; t < call->ntensors; t++)
+        if (!call->tensors[t].scalar &&
+            (st = cspmd_global_check_operand(call->tensors[t].type)) != CSPMD_OK)
+            return st;
+    for (int r = 0; r < CSPMD_MAX_RESULTS; r++)
+        outs[r] = local_out;
+    shard_axes_t s;
+    if ((st = collect_shard_axes(call, &s)) != CSPMD_OK)
+        return st;
+    /* In permissive mode the local type may lack an axis some operand
+     * lacks: no propagation there either (its ordering edges still count). */
+    uint8_t active = 0;
+    for (int i = 0; i < s.n; i++)
+        if (cspmd_type_get(local_out, s.axis[i]) != CSPMD_LT_NONE)
+            active |= (uint8_t)(1u << i);
+    if (active == 0)
+        return CSPMD_OK;
+    int first = 0;
+    while (!(active >> first & 1u))
+        first++;
+    if (rule < 0)
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "global mode: no shard rule for %s yet (an operand is sharded on "
+                               "%s); use local mode (spmd.local()) or local_map around it",
+                               op, ax(s.axis[first]));
+    if (call->nresults > CSPMD_MAX_RESULTS)
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "global mode: %s has %d results; shard rules handle at most %d",
+                               op, call->nresults, CSPMD_MAX_RESULTS);
+
+    cspmd_axis_t axes[CSPMD_MAX_AXES];
+    cspmd_ltype_t lts[CSPMD_MAX_AXES];
+    int na = cspmdi_type_axes(local_out, axes, lts);
+    if (na < 0)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_global_infer: unknown type id %u",
+                               (unsigned)local_out);
+    int8_t in[CSPMD_GLOBAL_MAX_TENSORS];
+    int8_t place[CSPMD_MAX_AXES][CSPMD_MAX_RESULTS];
+    int8_t ndim[CSPMD_MAX_RESULTS] = {0};
+    for (int i = 0; i < s.n; i++) {
+        if (!(active >> i & 1u))
+            continue;
+        cspmd_axis_t a = s.axis[i];
+        for (int t = 0; t < call->ntensors; t++) {
+            const cspmd_gtensor_t *g = &call->tensors[t];
+            if (!g->scalar && g->type == CSPMD_TYPE_UNTYPED && g->ndim > 0)
+                return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                                       "No valid sharding strategy for %s on axis %s: operand %d "
+                                       "has no type (annotate it with assert_type)",
+                                       op, ax(a), t);
+            in[t] = operand_place(g, a);
+        }
+        shard_io_t io;
+        memset(&io, 0, sizeof io);
+        io.call = call;
+        io.in = in;
+        io.k = cspmd_axis_size(a);
+        int rc = cspmdi_shard_apply(rule, &io);
+        if (rc == SHARD_NO_STRATEGY)
+            return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                                   "No valid sharding strategy for %s on axis %s: %s", op, ax(a),
+                                   io.why);
+        if (rc != CSPMD_OK)
+            return (cspmd_status_t)rc;
+        memcpy(place[i], io.out, sizeof io.out);
+        memcpy(ndim, io.ndim, sizeof ndim);
+        /* local <-> global correspondence, V -> P promotion */
+        int j = 0;
+        while (j < na && axes[j] != a)
+            j++;
+        int any_p = 0, all_p = 1;
+        for (int r = 0; r < call->nresults; r++) {
+            int8_t p = place[i][r];
+            if (p == CSPMD_PLACE_NONE)
+                continue;
+            if (!place_fits(lts[j], p)) {
+                char b[16];
+                return cspmd_error_set(
+                    CSPMD_ERR_SPMD_TYPE,
+                    "Local SPMD produces %s on axis %s but the shard rule of %s produces %s for "
+                    "output %d: the local and global types of this op disagree",
+                    cspmd_ltype_letter(lts[j]), ax(a), op, place_name(p, b, sizeof b), r);
+            }
+            any_p |= p == CSPMD_PLACE_PARTIAL;
+            all_p &= p == CSPMD_PLACE_PARTIAL;
+        }
+        if (lts[j] == CSPMD_LT_V && any_p) {
+            if (!all_p)
+                return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                                       "global mode: %s gives some outputs Partial and others "
+                                       "sharded on axis %s",
+                                       op, ax(a));
+            lts[j] = CSPMD_LT_P;
+        }
+    }
+    /* Each result's spec, axes in the sorted order. */
+    for (int r = 0; r < call->nresults; r++) {
+        cspmd_spec_t spec;
+        memset(&spec, 0, sizeof spec);
+        spec.ndim = ndim[r];
+        int any = 0;
+        for (int i = 0; i < s.n; i++) {
+            int8_t p = active >> i & 1u ? place[i][r] : CSPMD_PLACE_NONE;
+            if (p < 0)
+                continue;
+            if (p >= spec.ndim || p >= CSPMD_MAX_DIMS)
+                return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd: shard rule of %s gave dim %d",
+                                       op, p);
+            for (int e = 0; e < spec.nentry[p]; e++) {
+                int prev = index_of(&s, spec.entry[p][e], 0);
+                if (!reaches(&s, prev, i) && !reaches(&s, i, prev))
+                    return cspmd_error_set(
+                        CSPMD_ERR_SPMD_TYPE,
+                        "Op %s: axes %s and %s both shard output dim %d but no input "
+                        "PartitionSpec provides an ordering constraint between them. This likely "
+                        "indicates a bug in combining per mesh axis shard propagation.",
+                        op, ax(spec.entry[p][e]), ax(s.axis[i]), p);
+            }
+            spec.entry[p][spec.nentry[p]++] = s.axis[i];
+            any = 1;
+        }
+        st = cspmd_type_make(axes, lts, na, any ? &spec : NULL, &outs[r]);
+        if (st != CSPMD_OK)
+            return st;
+    }
+    return CSPMD_OK;
+}

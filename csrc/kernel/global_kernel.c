@@ -1,0 +1,73 @@
+/*
+ * global_kernel.c -- global mode's part of the op kernel: hands an op's
+ * tensors (types and local sizes) and integer arguments to the core's
+ * global inference, which decides each result's type.  Runs only under
+ * typecheck(local=False); local mode never reaches this file.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernel_internal.h"
+
+/* Schema arguments read as integers (later ones are left out: no shard
+ * rule reads past the first few). */
+#define GLOBAL_ARGS 16
+
+cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t *args,
+                                   cspmd_type_t local_out, cspmd_type_t *outs)
+{
+    int nresults = cspmd_call_nreturns(call);
+    cspmd_gtensor_t tensors[CSPMD_GLOBAL_MAX_TENSORS];
+    cspmd_garg_t gargs[GLOBAL_ARGS];
+    char name[160];
+    const char *ov = cspmd_call_op_overload(call);
+    snprintf(name, sizeof name, "%s%s%s", cspmd_call_op_name(call), ov[0] ? "." : "", ov);
+    int nt = 0;
+    for (int i = 0; i < args->ntensors; i++) {
+        const cspmd_tensor_ref_t *r = &args->tensors[i];
+        if (r->out)
+            continue;
+        if (nt == CSPMD_GLOBAL_MAX_TENSORS)
+            return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                                   "global mode: %s has more than %d tensor operands", name,
+                                   CSPMD_GLOBAL_MAX_TENSORS);
+        cspmd_gtensor_t *g = &tensors[nt++];
+        int64_t nd = cspmd_tensor_dim(r->tensor);
+        if (nd > CSPMD_MAX_DIMS)
+            return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                                   "global mode: %s has an operand of %lld dims (at most %d)",
+                                   name, (long long)nd, CSPMD_MAX_DIMS);
+        g->type = r->type;
+        g->arg = r->arg;
+        g->ndim = (int8_t)nd;
+        g->scalar = r->wrapped_number;
+        for (int d = 0; d < nd; d++)
+            g->sizes[d] = cspmd_tensor_size(r->tensor, d);
+    }
+    int na = args->nargs < GLOBAL_ARGS ? args->nargs : GLOBAL_ARGS;
+    for (int a = 0; a < na; a++)
+        if ((gargs[a].n = cspmd_call_arg_ints(call, a, gargs[a].v, CSPMD_MAX_DIMS)) >
+            CSPMD_MAX_DIMS)
+            gargs[a].n = CSPMD_GARG_OTHER;
+    cspmd_gcall_t g = {name, nt, tensors, na, gargs, nresults};
+    cspmd_shard_rule_t rule =
+        cspmd_shard_rule_find(cspmd_call_op_name(call), cspmd_call_op_overload(call));
+    return cspmd_global_infer(rule, &g, local_out, outs);
+}
+
+cspmd_status_t cspmdk_global_no_rule(const cspmd_call_t *call, const cspmd_args_t *args)
+{
+    char name[160];
+    const char *ov = cspmd_call_op_overload(call);
+    snprintf(name, sizeof name, "%s%s%s", cspmd_call_op_name(call), ov[0] ? "." : "", ov);
+    for (int i = 0; i < args->ntensors; i++) {
+        const cspmd_tensor_ref_t *r = &args->tensors[i];
+        cspmd_gtensor_t g = {r->type, r->arg, 0, r->wrapped_number, {0}};
+        cspmd_gcall_t one = {name, 1, &g, 0, NULL, 1};
+        cspmd_type_t outs[CSPMD_MAX_RESULTS];
+        cspmd_status_t st = cspmd_global_infer(-1, &one, cspmd_type_local(r->type), outs);
+        if (st != CSPMD_OK)
+            return cspmdk_with_context(st, call, args);
+    }
+    return CSPMD_OK;
+}

@@ -1,0 +1,226 @@
+/* Global SPMD types in the core: the mode and local axes (mesh.c), the
+ * operand check and global inference (global_infer.c, shard_rules.c), and
+ * a collective's spec (global_coll.c). */
+#include <string.h>
+
+#include "infer_helpers.h"
+
+static void setup(void)
+{
+    h_setup();
+    cspmd_axis_t mesh[2] = {DP, TP};
+    ck_assert_int_eq(cspmd_mesh_push(mesh, 2), CSPMD_OK);
+    cspmd_checker_set_local(0);
+}
+
+static void teardown(void)
+{
+    cspmd_checker_set_local(1);
+    h_teardown();
+}
+
+/* dp, tp local types plus "tp shards dim d" (d < 0: no spec) on ndim dims. */
+static cspmd_type_t gty(cspmd_ltype_t dp, cspmd_ltype_t tp, int ndim, int tp_dim, int dp_dim)
+{
+    cspmd_axis_t ax[2] = {DP, TP};
+    cspmd_ltype_t lt[2] = {dp, tp};
+    cspmd_spec_t spec;
+    memset(&spec, 0, sizeof spec);
+    spec.ndim = (int8_t)ndim;
+    if (dp_dim >= 0)
+        spec.entry[dp_dim][spec.nentry[dp_dim]++] = DP;
+    if (tp_dim >= 0)
+        spec.entry[tp_dim][spec.nentry[tp_dim]++] = TP;
+    cspmd_type_t t = 0;
+    ck_assert_msg(cspmd_type_make(ax, lt, 2, tp_dim >= 0 || dp_dim >= 0 ? &spec : NULL, &t) ==
+                      CSPMD_OK,
+                  "%s", cspmd_last_error());
+    return t;
+}
+
+static cspmd_gtensor_t gt(cspmd_type_t t, int64_t a, int64_t b)
+{
+    cspmd_gtensor_t g;
+    memset(&g, 0, sizeof g);
+    g.type = t;
+    g.ndim = 2;
+    g.sizes[0] = a;
+    g.sizes[1] = b;
+    return g;
+}
+
+static int tp_dim_of(cspmd_type_t t)
+{
+    cspmd_spec_t s;
+    ck_assert_int_eq(cspmd_type_spec(t, &s), CSPMD_OK);
+    for (int d = 0; d < s.ndim; d++)
+        for (int i = 0; i < s.nentry[d]; i++)
+            if (s.entry[d][i] == TP)
+                return d;
+    return -1;
+}
+
+START_TEST(test_mode_and_local_axes)
+{
+    int global = -1;
+    ck_assert_int_eq(cspmd_checker_local(), 0);
+    ck_assert_int_eq(cspmd_axis_is_global(TP, &global), CSPMD_OK);
+    ck_assert_int_eq(global, 1);
+    ck_assert_int_eq(cspmd_mesh_set_local_axes(&DP, 1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_axis_is_global(DP, &global), CSPMD_OK);
+    ck_assert_int_eq(global, 0);
+    cspmd_axis_t other = h_axis(2, 1), got[CSPMD_MAX_AXES];
+    ck_assert_int_eq(cspmd_mesh_local_axes(got), 1);
+    ck_assert_uint_eq(got[0], DP);
+    ck_assert_int_eq(cspmd_axis_is_global(other, &global), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "is not in the current mesh, so its "
+                                                     "local/global typechecking policy"));
+    ck_assert_int_eq(cspmd_mesh_set_local_axes(&other, 1), CSPMD_ERR_MISUSE);
+    cspmd_checker_set_local(1);
+    ck_assert_int_eq(cspmd_axis_is_global(TP, &global), CSPMD_OK);
+    ck_assert_int_eq(global, 0); /* local mode: nothing is global */
+}
+END_TEST
+
+START_TEST(test_operand_check)
+{
+    ck_assert_int_eq(cspmd_global_check_operand(gty(LR, LV, 2, 0, -1)), CSPMD_OK);
+    ck_assert_int_eq(cspmd_global_check_operand(gty(LR, LV, 2, -1, -1)), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(),
+                     "Tensor has Varying type on axis tp but no PartitionSpec entry. Use "
+                     "assert_type with S(i) or PartitionSpec to specify which dimension is "
+                     "sharded. Otherwise, reinterpret the tensor from V to P.");
+    ck_assert_int_eq(cspmd_global_check_operand(CSPMD_TYPE_UNTYPED), CSPMD_OK);
+    ck_assert_int_eq(cspmd_mesh_set_local_axes(&DP, 1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_global_check_operand(gty(LV, LV, 2, 1, -1)), CSPMD_OK);
+}
+END_TEST
+
+static cspmd_status_t infer2(const char *op, const char *ov, cspmd_gtensor_t a,
+                             cspmd_gtensor_t b, cspmd_type_t local, cspmd_type_t *out)
+{
+    cspmd_gtensor_t ts[2] = {a, b};
+    cspmd_gcall_t call = {op, 2, ts, 0, NULL, 1};
+    cspmd_type_t outs[CSPMD_MAX_RESULTS];
+    cspmd_status_t st = cspmd_global_infer(cspmd_shard_rule_find(op, ov), &call, local, outs);
+    *out = outs[0];
+    return st;
+}
+
+START_TEST(test_mm_rows_columns_and_contraction)
+{
+    cspmd_type_t out = 0;
+    /* S(0) @ R -> S(0) */
+    ck_assert_int_eq(infer2("aten::mm", "", gt(gty(LR, LV, 2, 0, -1), 4, 8),
+                            gt(gty(LR, LR, 2, -1, -1), 8, 6), ty(LR, LV), &out),
+                     CSPMD_OK);
+    ck_assert_int_eq(tp_dim_of(out), 0);
+    /* S(1) @ S(0): the contraction is sharded -> P, no spec */
+    ck_assert_int_eq(infer2("aten::mm", "", gt(gty(LR, LV, 2, 1, -1), 4, 8),
+                            gt(gty(LR, LV, 2, 0, -1), 8, 6), ty(LR, LV), &out),
+                     CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LR, LP));
+    /* S(0) @ S(0): no strategy */
+    ck_assert_int_eq(infer2("aten::mm", "", gt(gty(LR, LV, 2, 0, -1), 4, 8),
+                            gt(gty(LR, LV, 2, 0, -1), 8, 6), ty(LR, LV), &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "No valid sharding strategy for aten::mm "
+                                                     "on axis tp"));
+}
+END_TEST
+
+START_TEST(test_pointwise_broadcast_and_no_rule)
+{
+    cspmd_type_t out = 0;
+    cspmd_gtensor_t bias = gt(gty(LR, LR, 1, -1, -1), 8, 0);
+    bias.ndim = 1;
+    ck_assert_int_eq(infer2("aten::add", "Tensor", gt(gty(LR, LV, 2, 0, -1), 4, 8), bias,
+                            ty(LR, LV), &out),
+                     CSPMD_OK);
+    ck_assert_int_eq(tp_dim_of(out), 0);
+    /* the same local shape replicated: globally 16 vs 4 rows */
+    ck_assert_int_eq(infer2("aten::add", "Tensor", gt(gty(LR, LV, 2, 0, -1), 4, 8),
+                            gt(gty(LR, LR, 2, -1, -1), 4, 8), ty(LR, LV), &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(infer2("aten::flip", "", gt(gty(LR, LV, 2, 0, -1), 4, 8),
+                            gt(gty(LR, LR, 2, -1, -1), 4, 8), ty(LR, LV), &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "global mode: no shard rule for aten::flip"));
+    /* nothing sharded: any op takes its local type */
+    ck_assert_int_eq(infer2("aten::flip", "", gt(gty(LR, LR, 2, -1, -1), 4, 8),
+                            gt(gty(LR, LR, 2, -1, -1), 4, 8), ty(LR, LR), &out),
+                     CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LR, LR));
+}
+END_TEST
+
+START_TEST(test_ordering_conflict_and_order_kept)
+{
+    cspmd_axis_t ax[2] = {DP, TP};
+    cspmd_ltype_t lt[2] = {LV, LV};
+    cspmd_spec_t s1, s2;
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    s1.ndim = s2.ndim = 2;
+    s1.nentry[0] = s2.nentry[0] = 2;
+    s1.entry[0][0] = DP;
+    s1.entry[0][1] = TP;
+    s2.entry[0][0] = TP;
+    s2.entry[0][1] = DP;
+    cspmd_type_t a = 0, b = 0, out = 0;
+    ck_assert_int_eq(cspmd_type_make(ax, lt, 2, &s1, &a), CSPMD_OK);
+    ck_assert_int_eq(cspmd_type_make(ax, lt, 2, &s2, &b), CSPMD_OK);
+    ck_assert_int_eq(infer2("aten::add", "Tensor", gt(a, 4, 8), gt(b, 4, 8), ty(LV, LV), &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(),
+                     "PartitionSpec device ordering conflict: dp before tp vs tp before dp");
+    ck_assert_int_eq(infer2("aten::add", "Tensor", gt(a, 4, 8), gt(a, 4, 8), ty(LV, LV), &out),
+                     CSPMD_OK);
+    ck_assert_uint_eq(out, a); /* (dp, tp) kept in that order */
+}
+END_TEST
+
+START_TEST(test_collective_spec)
+{
+    cspmd_ctype_t s0 = {LV, 0}, s1 = {LV, 1}, r = {LR, -1}, p = {LP, -1};
+    cspmd_type_t out = 0;
+    ck_assert_int_eq(cspmd_global_coll("all_gather", TP, s0, r, gty(LR, LV, 2, 0, -1),
+                                       ty(LR, LR), 2, &out),
+                     CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LR, LR));
+    ck_assert_int_eq(cspmd_global_coll("all_gather", TP, s1, r, gty(LR, LV, 2, 0, -1),
+                                       ty(LR, LR), 2, &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(),
+                     "all_gather: expected input shard S(1) on axis tp, got S(0)");
+    ck_assert_int_eq(cspmd_global_coll("reduce_scatter", TP, p, s1, gty(LR, LP, 2, -1, -1),
+                                       ty(LR, LV), 2, &out),
+                     CSPMD_OK);
+    ck_assert_int_eq(tp_dim_of(out), 1);
+    /* (dp, tp) on dim 0: only tp, the innermost, may move */
+    cspmd_type_t both = gty(LV, LV, 2, 0, 0);
+    ck_assert_int_eq(cspmd_global_coll("all_gather", DP, s0, r, both, ty(LR, LV), 2, &out),
+                     CSPMD_ERR_REDISTRIBUTE);
+    ck_assert_int_eq(cspmd_global_coll("all_gather", TP, s0, r, both, ty(LV, LR), 2, &out),
+                     CSPMD_OK);
+    cspmd_checker_set_local(1); /* local mode: the local type as is */
+    ck_assert_int_eq(cspmd_global_coll("all_gather", DP, s0, r, both, ty(LR, LV), 2, &out),
+                     CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LR, LV));
+}
+END_TEST
+
+Suite *suite_global(void)
+{
+    Suite *s = suite_create("global");
+    TCase *tc = tcase_create("global");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_mode_and_local_axes);
+    tcase_add_test(tc, test_operand_check);
+    tcase_add_test(tc, test_mm_rows_columns_and_contraction);
+    tcase_add_test(tc, test_pointwise_broadcast_and_no_rule);
+    tcase_add_test(tc, test_ordering_conflict_and_order_kept);
+    tcase_add_test(tc, test_collective_spec);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,325 @@
+"""Global SPMD types (``typecheck(local=False)``): partition specs carried
+per tensor, the C shard rules, the operand check, collectives on global
+axes and mixed local/global axes -- each case run under cspmd and, where
+the reference spmd_types 0.3.1 is installed, under it too, expecting the
+same result type and spec or the same error."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cspmd as spmd
+from cspmd import I, P, R, S, V, PartitionSpec as PS, SpmdTypeError
+from cspmd.checker import typecheck
+
+
+def _cases(m, dp, tp):
+    """name -> (thunk building the op's result under module m, expected):
+    expected is ("ok", {axis: letter}, spec entries) or ("err", class name,
+    message fragment)."""
+    R, V, P, S, PS = m.R, m.V, m.P, m.S, m.PartitionSpec
+
+    def T(shape, ty, spec=None):
+        t = torch.randn(*shape)
+        return m.assert_type(t, ty) if spec is None else m.assert_type(t, ty, spec)
+
+    def st(d=None):
+        return T((4, 8), {dp: R, tp: S(d)} if d is not None else {dp: R, tp: R})
+
+    ok = lambda ty, *spec: ("ok", ty, spec)          # noqa: E731
+    err = lambda cls, frag: ("err", cls, frag)         # noqa: E731
+    no_strategy = err("SpmdTypeError", "No valid sharding strategy for")
+    RV, RP = {"dp": "R", "tp": "V"}, {"dp": "R", "tp": "P"}
+    return {
+        # pointwise: broadcasting, scalars, shards that must line up
+        "add_broadcast": (lambda: st(0) + T((8,), {dp: R, tp: R}), ok(RV, "tp", None)),
+        "add_same_shard": (lambda: st(0) + st(0), ok(RV, "tp", None)),
+        "add_other_dims": (lambda: st(0) + st(1), no_strategy),
+        "add_full_replicate": (lambda: st(0) + st(), no_strategy),
+        "mul_scalar": (lambda: st(1) * 3, ok(RV, None, "tp")),
+        "relu": (lambda: torch.relu(st(1)), ok(RV, None, "tp")),
+        "where": (lambda: torch.where(st(0) > 0, st(0), 0.0), ok(RV, "tp", None)),
+        "dropout": (lambda: F.dropout(st(0), 0.5), ok(RV, "tp", None)),
+        # matmul family: rows / columns pass, a sharded contraction is P
+        "mm_rows": (lambda: st(0) @ T((8, 6), {dp: R, tp: R}), ok(RV, "tp", None)),
+        "mm_cols": (lambda: st() @ T((8, 6), {dp: R, tp: S(1)}), ok(RV, None, "tp")),
+        "mm_contraction": (lambda: st(1) @ T((8, 6), {dp: R, tp: S(0)}), ok(RP)),
+        "mm_bad": (lambda: st(0) @ T((8, 6), {dp: R, tp: S(0)}), no_strategy),
+        "bmm_batch": (lambda: torch.bmm(T((2, 4, 8), {dp: R, tp: S(0)}),
+                                        T((2, 8, 6), {dp: R, tp: S(0)})),
+                      ok(RV, "tp", None, None)),
+        "bmm_contraction": (lambda: torch.bmm(T((2, 4, 8), {dp: R, tp: S(2)}),
+                                              T((2, 8, 6), {dp: R, tp: S(1)})), ok(RP)),
+        "addmm": (lambda: torch.addmm(T((6,), {dp: R, tp: R}), st(0),
+                                      T((8, 6), {dp: R, tp: R})), ok(RV, "tp", None)),
+        "matmul_3d": (lambda: T((2, 4, 8), {dp: R, tp: S(0)}) @ T((8, 6), {dp: R, tp: R}),
+                      ok(RV, "tp", None, None)),
+        "linear_row_parallel": (lambda: F.linear(T((2, 4, 8), {dp: R, tp: S(2)}),
+                                                 T((6, 8), {dp: R, tp: S(1)})), ok(RP)),
+        "linear_sequence_shard": (lambda: F.linear(T((2, 4, 8), {dp: R, tp: S(1)}),
+                                                   T((6, 8), {dp: R, tp: R})), no_strategy),
+        # reductions
+        "sum_sharded_dim": (lambda: st(0).sum(0), ok(RP)),
+        "sum_other_dim": (lambda: st(0).sum(1), ok(RV, "tp")),
+        "sum_keepdim": (lambda: st(0).sum(1, keepdim=True), ok(RV, "tp", None)),
+        "sum_all": (lambda: st(0).sum(), ok(RP)),
+        "mean_other_dim": (lambda: st(0).mean(1), ok(RV, "tp")),
+        "softmax": (lambda: torch.softmax(st(0), -1), ok(RV, "tp", None)),
+        "softmax_sharded_dim": (lambda: torch.softmax(st(0), 0), no_strategy),
+        "log_softmax": (lambda: torch.log_softmax(st(1), 0), ok(RV, None, "tp")),
+        "cumsum": (lambda: torch.cumsum(st(0), 1), ok(RV, "tp", None)),
+        "cat": (lambda: torch.cat([st(0), st(0)], 1), ok(RV, "tp", None)),
+        # dims moved and reshaped
+        "t": (lambda: st(0).t(), ok(RV, None, "tp")),
+        "transpose": (lambda: T((2, 4, 8), {dp: R, tp: S(2)}).transpose(0, 2),
+                      ok(RV, "tp", None, None)),
+        "permute": (lambda: T((2, 4, 8), {dp: R, tp: S(1)}).permute(2, 0, 1),
+                    ok(RV, None, None, "tp")),
+        "unsqueeze": (lambda: st(1).unsqueeze(0), ok(RV, None, None, "tp")),
+        "view_merge_outer": (lambda: st(0).view(32), ok(RV, "tp")),
+        "view_merge_inner": (lambda: st(1).view(32), no_strategy),
+        "view_split_sharded": (lambda: st(0).view(2, 2, 8),
+                               err("DTensorPropagationError", "into multiple smaller dimensions")),
+        "view_split_other": (lambda: st(0).view(4, 2, 4), ok(RV, "tp", None, None)),
+        "view_size_one": (lambda: T((1, 8), {dp: R, tp: S(0)}).view(8),
+                          err("DTensorPropagationError", "(local size 1) is ambiguous")),
+        "reshape_infer": (lambda: st(1).reshape(-1, 8), ok(RV, None, "tp")),
+        "expand": (lambda: T((4, 1), {dp: R, tp: S(0)}).expand(4, 5), ok(RV, "tp", None)),
+        # operands and multi-axis entries
+        "varying_without_spec": (lambda: T((4,), {dp: R, tp: V}) + 1,
+                                 err("SpmdTypeError", "Tensor has Varying type on axis mesh_tp "
+                                     "but no PartitionSpec entry")),
+        "two_axes_one_dim": (lambda: torch.relu(T((4, 8), {dp: V, tp: V}, PS(("dp", "tp"), None))),
+                             ok({"dp": "V", "tp": "V"}, ("dp", "tp"), None)),
+        "two_axes_one_dim_mm": (lambda: T((4, 8), {dp: V, tp: V}, PS(("dp", "tp"), None))
+                                @ T((8, 6), {dp: R, tp: R}),
+                                ok({"dp": "V", "tp": "V"}, ("dp", "tp"), None)),
+        "ordering_conflict": (lambda: T((4, 8), {dp: V, tp: V}, PS(("dp", "tp"), None))
+                              + T((4, 8), {dp: V, tp: V}, PS(("tp", "dp"), None)),
+                              err("SpmdTypeError", "PartitionSpec device ordering conflict: "
+                                  "mesh_dp before mesh_tp vs mesh_tp before mesh_dp")),
+        "two_axes_two_dims": (lambda: T((4, 8), {dp: S(0), tp: S(1)}) * 2,
+                              ok({"dp": "V", "tp": "V"}, "dp", "tp")),
+        # collectives on global axes
+        "all_gather": (lambda: m.all_gather(st(0), tp, src=S(0), dst=R), ok({"dp": "R", "tp": "R"})),
+        "all_gather_wrong_src": (lambda: m.all_gather(st(0), tp, src=S(1), dst=R),
+                                 err("SpmdTypeError", "all_gather: expected input shard S(1) on "
+                                     "axis mesh_tp, got S(0)")),
+        "all_gather_innermost": (lambda: m.all_gather(T((4, 8), {dp: V, tp: V},
+                                                        PS(("dp", "tp"), None)), tp, src=S(0), dst=R),
+                                 ok({"dp": "V", "tp": "R"}, "dp", None)),
+        "all_gather_not_innermost": (lambda: m.all_gather(T((4, 8), {dp: V, tp: V},
+                                                            PS(("dp", "tp"), None)), dp, src=S(0),
+                                                          dst=R),
+                                     err("RedistributeError", "redistribute on axis mesh_dp is not "
+                                         "allowed because it is not the innermost axis in its "
+                                         "PartitionSpec group (mesh_dp, mesh_tp)")),
+        "reduce_scatter": (lambda: m.reduce_scatter(T((4, 8), {dp: R, tp: P}), tp, src=P, dst=S(1)),
+                           ok(RV, None, "tp")),
+        "reduce_scatter_innermost": (lambda: m.reduce_scatter(T((4, 8), {dp: S(0), tp: P}), tp,
+                                                              src=P, dst=S(0)),
+                                     ok({"dp": "V", "tp": "V"}, ("dp", "tp"), None)),
+        "all_reduce_keeps_spec": (lambda: m.all_reduce(T((4, 8), {dp: S(0), tp: P}), tp, src=P,
+                                                       dst=R),
+                                  ok({"dp": "V", "tp": "R"}, "dp", None)),
+        "all_to_all": (lambda: m.all_to_all(st(0), tp, src=S(0), dst=S(1)), ok(RV, None, "tp")),
+        "convert_to_shard": (lambda: m.convert(st(), tp, src=R, dst=S(0)), ok(RV, "tp", None)),
+        "reinterpret_to_partial": (lambda: m.reinterpret(st(0), tp, src=V, dst=P), ok(RP)),
+    }
+
+
+def _fmt(m):
+    import importlib
+    return importlib.import_module(m.__name__ + ".types").format_axis
+
+
+def _outcome(m, thunk):
+    fmt = _fmt(m)
+    try:
+        r = thunk()
+    except Exception as e:  # noqa: BLE001 -- compared below
+        return ("err", type(e).__name__, str(e).split("\n\n")[0])
+    ty = {fmt(a).replace("mesh_", ""): str(getattr(t, "name", t))[-1]
+          for a, t in m.get_local_type(r).items()}
+    spec = m.get_partition_spec(r)
+    entries = ()
+    if spec is not None and any(e is not None for e in spec):
+        entries = tuple(None if e is None else
+                        tuple(fmt(a).replace("mesh_", "") for a in e)
+                        if isinstance(e, tuple) else fmt(e).replace("mesh_", "")
+                        for e in spec)
+    return ("ok", ty, entries)
+
+
+def _matches(outcome, expected):
+    if expected[0] == "ok":
+        return outcome == expected
+    return outcome[0] == "err" and outcome[1] == expected[1] and expected[2] in outcome[2]
+
+
+CASE_NAMES = [
+    "add_broadcast", "add_same_shard", "add_other_dims", "add_full_replicate", "mul_scalar",
+    "relu", "where", "dropout", "mm_rows", "mm_cols", "mm_contraction", "mm_bad", "bmm_batch",
+    "bmm_contraction", "addmm", "matmul_3d", "linear_row_parallel", "linear_sequence_shard",
+    "sum_sharded_dim", "sum_other_dim", "sum_keepdim", "sum_all", "mean_other_dim", "softmax",
+    "softmax_sharded_dim", "log_softmax", "cumsum", "cat", "t", "transpose", "permute",
+    "unsqueeze", "view_merge_outer", "view_merge_inner", "view_split_sharded",
+    "view_split_other", "view_size_one", "reshape_infer", "expand", "varying_without_spec",
+    "two_axes_one_dim", "two_axes_one_dim_mm", "ordering_conflict", "two_axes_two_dims",
+    "all_gather", "all_gather_wrong_src", "all_gather_innermost", "all_gather_not_innermost",
+    "reduce_scatter", "reduce_scatter_innermost", "all_reduce_keeps_spec", "all_to_all",
+    "convert_to_shard", "reinterpret_to_partial",
+]
+
+
+def test_case_list_is_complete(dp, tp):
+    assert sorted(CASE_NAMES) == sorted(_cases(spmd, dp, tp))
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_global_case(mesh, dp, tp, name):
+    with spmd.set_current_mesh(mesh), typecheck(local=False):
+        thunk, expected = _cases(spmd, dp, tp)[name]
+        got = _outcome(spmd, thunk)
+    assert _matches(got, expected), (got, expected)
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_global_case_matches_the_reference(mesh, dp, tp, name):
+    from reference import load
+    ref, ref_checker = load(), load("spmd_types.checker")
+    with ref.set_current_mesh(mesh), ref_checker.typecheck(local=False):
+        thunk, expected = _cases(ref, dp, tp)[name]
+        got = _outcome(ref, thunk)
+    if expected[0] == "err" and "No valid sharding strategy" in expected[2]:
+        # cspmd adds the op's aten name and why; the reference names the torch function
+        assert got[0] == "err" and "No valid sharding strategy for" in got[2], got
+        return
+    assert _matches(got, expected), (got, expected)
+
+
+def test_reduction_over_a_shard_that_is_no_sum_is_a_type_error(mesh, dp, tp):
+    """mean / amax over a sharded dim would need a Partial that is not a sum:
+    the reference raises ValueError from its DTensor conversion, cspmd an
+    SpmdTypeError naming the op and the dim (docs/differences.md)."""
+    with spmd.set_current_mesh(mesh), typecheck(local=False):
+        x = spmd.assert_type(torch.randn(4, 8), {dp: R, tp: S(0)})
+        for f in (lambda: x.mean(0), lambda: x.amax(0), lambda: x.max(0)):
+            with pytest.raises(SpmdTypeError, match="No valid sharding strategy for aten::"
+                               r"(mean|amax|max)\S* on axis mesh_tp"):
+                f()
+    from reference import load
+    ref, ref_checker = load(), load("spmd_types.checker")
+    with ref.set_current_mesh(mesh), ref_checker.typecheck(local=False):
+        x = ref.assert_type(torch.randn(4, 8), {dp: ref.R, tp: ref.S(0)})
+        with pytest.raises(ValueError, match="Only sum-Partial is supported"):
+            x.mean(0)
+
+
+def test_op_without_a_shard_rule_raises_unless_nothing_is_sharded(mesh, dp, tp):
+    with spmd.set_current_mesh(mesh), typecheck(local=False):
+        x = spmd.assert_type(torch.randn(4, 8), {dp: R, tp: S(0)})
+        with pytest.raises(SpmdTypeError, match=r"global mode: no shard rule for aten::flip yet "
+                           r"\(an operand is sharded on mesh_tp\); use local mode"):
+            torch.flip(x, [1])
+        r = spmd.assert_type(torch.randn(4, 8), {dp: R, tp: R})
+        y = torch.flip(r, [1])  # nothing sharded: the local type decides
+        assert spmd.get_local_type(y) == {spmd.MeshAxis.of(dp): R, spmd.MeshAxis.of(tp): R}
+        with spmd.local():
+            z = torch.flip(x, [1])  # local mode: checked locally
+        assert spmd.get_partition_spec(z) is None
+        flip = spmd.local_map(in_types=({dp: R, tp: S(0)},), out_types={dp: R, tp: S(0)})(
+            lambda t: torch.flip(t, [1]))
+        w = flip(x)  # the body runs locally, the result is stamped with its spec
+        assert spmd.get_partition_spec(w) == PS(spmd.MeshAxis.of(tp), None)
+        assert spmd.get_partition_spec(w * 2) == PS(spmd.MeshAxis.of(tp), None)
+
+
+def test_typecheck_local_switching(mesh, dp, tp):
+    with spmd.set_current_mesh(mesh):
+        with typecheck() as mode:
+            assert mode.local
+            x = spmd.assert_type(torch.randn(4), {dp: R, tp: V})
+            assert spmd.get_local_type(x + 1)  # local mode: V needs no spec
+            with typecheck(local=False) as inner:
+                assert not inner.local
+                with pytest.raises(SpmdTypeError, match="no PartitionSpec entry"):
+                    x + 1
+                with spmd.local():
+                    x + 1
+                with typecheck(local=True):
+                    x + 1
+                with pytest.raises(SpmdTypeError, match="no PartitionSpec entry"):
+                    x + 1
+            x + 1  # back to local
+        with spmd.checker.SpmdTypeMode(local=False) as mode:
+            assert not mode.local
+            with pytest.raises(SpmdTypeError, match="no PartitionSpec entry"):
+                x + 1
+
+
+def test_local_mode_drops_specs_as_before(mesh, dp, tp):
+    """Local mode's behaviour is unchanged: op results carry no spec."""
+    with spmd.set_current_mesh(mesh), typecheck():
+        x = spmd.assert_type(torch.randn(4, 8), {dp: R, tp: S(0)})
+        assert spmd.get_partition_spec(x) == PS(spmd.MeshAxis.of(tp), None)
+        assert spmd.get_partition_spec(x * 2) is None
+        assert spmd.get_partition_spec(x.t()) is None
+        assert spmd.get_partition_spec(spmd.all_gather(x, tp, src=S(0), dst=R)) is None
+
+
+def test_local_axes_need_no_spec(mesh, dp, tp):
+    with spmd.set_current_mesh(mesh, local_axes=("dp",)), typecheck(local=False):
+        x = spmd.assert_type(torch.randn(4, 8), {dp: V, tp: S(1)})
+        y = x @ spmd.assert_type(torch.randn(8, 6), {dp: R, tp: S(0)})
+        assert spmd.get_local_type(y) == {spmd.MeshAxis.of(dp): V, spmd.MeshAxis.of(tp): P}
+        assert spmd.get_partition_spec(y) is None
+        z = spmd.assert_type(torch.randn(4, 8), {dp: R, tp: V})
+        with pytest.raises(SpmdTypeError, match="Varying type on axis mesh_tp"):
+            z + 1
+
+
+def test_collective_over_mixed_policy_axes(mesh, dp, tp):
+    assert spmd.MeshAxis.of(torch.distributed.group.WORLD) == spmd.flatten_axes(
+        [spmd.MeshAxis.of(dp), spmd.MeshAxis.of(tp)])
+    with spmd.set_current_mesh(mesh, local_axes=("dp",)), typecheck(local=False):
+        x = spmd.assert_type(torch.randn(4), {dp: P, tp: P})
+        with pytest.raises(SpmdTypeError, match="spans mesh axes with mixed typechecking "
+                           r"policies: local axes \(mesh_dp\) and global axes \(mesh_tp\)"):
+            spmd.all_reduce(x, torch.distributed.group.WORLD, src=P, dst=R)
+
+
+def test_backward_in_global_mode_is_checked_locally(mesh, dp, tp):
+    """The ops backward() runs are checked with local types (the reference
+    checks none of them); gradients carry no spec yet."""
+    with spmd.set_current_mesh(mesh), typecheck(local=False):
+        x = spmd.assert_type(torch.randn(4, 8), {dp: S(0), tp: R})
+        w1 = spmd.assert_type(torch.randn(8, 16, requires_grad=True), {dp: R, tp: S(1)})
+        w2 = spmd.assert_type(torch.randn(16, 8, requires_grad=True), {dp: R, tp: S(0)})
+        y = torch.relu(x @ w1) @ w2
+        assert spmd.get_partition_spec(y) == PS(spmd.MeshAxis.of(dp), None)
+        y = spmd.all_reduce(y, tp, src=P, dst=I)
+        loss = spmd.all_reduce(y.sum(), dp, src=P, dst=I)
+        loss.backward()
+        assert spmd.get_local_type(w1.grad)[spmd.MeshAxis.of(tp)] is V
+        assert spmd.get_local_type(w1.grad)[spmd.MeshAxis.of(dp)] is P
+
+
+def test_shard_rule_families():
+    from cspmd._lib import ops
+    assert ops.shard_rule_name("aten::mm", "") == "mm"
+    assert ops.shard_rule_name("aten::add", "Tensor") == "pointwise"
+    assert ops.shard_rule_name("aten::add_", "Tensor") == "pointwise"
+    assert ops.shard_rule_name("aten::view", "") == "view"
+    assert ops.shard_rule_name("aten::view", "dtype") == "none"
+    assert ops.shard_rule_name("aten::flip", "") == "none"
+
+
+def test_collective_on_a_local_axis_keeps_the_spec(mesh, dp, tp):
+    """A collective on a local axis moves no global shard: cspmd keeps the
+    input's spec, where the reference's result has none (docs/differences.md)."""
+    with spmd.set_current_mesh(mesh, local_axes=("dp",)), typecheck(local=False):
+        x = spmd.assert_type(torch.randn(4, 8), {dp: P, tp: S(0)})
+        y = spmd.all_reduce(x, dp, src=P, dst=R)
+        assert spmd.get_partition_spec(y) == PS(spmd.MeshAxis.of(tp), None)
+        assert spmd.get_partition_spec(y * 2) == PS(spmd.MeshAxis.of(tp), None)
