@@ -38,6 +38,11 @@ cspmd_status_t cspmd_global_check_operand(cspmd_type_t type)
     if (n < 0)
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_global_check_operand: unknown type id %u",
                                (unsigned)type);
+    int any_v = 0;
+    for (int i = 0; i < n; i++)
+        any_v |= lts[i] == CSPMD_LT_V;
+    if (!any_v && !cspmdi_type_has_spec(type))
+        return CSPMD_OK; /* the common case: nothing to check */
     cspmd_spec_t spec;
     cspmd_status_t st = cspmd_type_spec(type, &spec);
     if (st != CSPMD_OK)

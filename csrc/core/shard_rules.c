@@ -303,7 +303,9 @@ static int reduce(shard_io_t *io, int kd, int is_sum, int linear)
 {
     const cspmd_gtensor_t *t = tensor(io, 0);
     int red[CSPMD_MAX_DIMS] = {0};
-    const cspmd_garg_t *dims = io->call->nargs > 1 ? &io->call->args[1] : NULL;
+    /* kd < 0: the full reductions (sum(self, *, dtype)), whose argument 1
+     * is a dtype, not dims */
+    const cspmd_garg_t *dims = kd >= 0 && io->call->nargs > 1 ? &io->call->args[1] : NULL;
     int all = dims == NULL || dims->n < 1;
     for (int d = 0; d < t->ndim; d++)
         red[d] = all;
@@ -423,6 +425,71 @@ static int join(shard_io_t *io, int is_stack)
 
 static int cat(shard_io_t *io) { return join(io, 0); }
 static int stack(shard_io_t *io) { return join(io, 1); }
+
+/* native_layer_norm(input, normalized_shape, weight, bias, eps) and its
+ * backward (grad_out, input, normalized_shape, mean, rstd, weight, bias,
+ * mask): the normalized (trailing) dims must not be sharded, the affine
+ * parameters replicated; every result (out, mean, rstd -- or the input's
+ * gradient) is placed as the input. */
+static int layer_norm(shard_io_t *io, int input, int shape_arg)
+{
+    const cspmd_gtensor_t *t = tensor(io, input);
+    const cspmd_garg_t *shape = shape_arg < io->call->nargs ? &io->call->args[shape_arg] : NULL;
+    if (shape == NULL || shape->n < 0 || shape->n > t->ndim)
+        return fail(io, "normalized_shape is not a list of integers");
+    int8_t p = io->in[input];
+    if (p >= t->ndim - shape->n)
+        return fail(io, "it normalizes over the sharded dim %d", p);
+    if (p == P_)
+        return fail(io, "a Partial operand");
+    for (int i = 0; i < io->call->ntensors; i++) {
+        const cspmd_gtensor_t *g = tensor(io, i);
+        int is_param = g->ndim == shape->n && i != input;
+        if (is_param && io->in[i] != R_)
+            return fail(io, "the affine parameter (operand %d) is not replicated", i);
+        if (!is_param && io->in[i] != p && !(g->ndim == t->ndim && io->in[i] == R_ &&
+                                              (p < 0 || g->sizes[p] == 1)))
+            return fail(io, "operand %d is placed differently from the input", i);
+    }
+    all_results(io, p, t->ndim);
+    return CSPMD_OK;
+}
+
+static int layer_norm_fwd(shard_io_t *io) { return layer_norm(io, 0, 1); }
+static int layer_norm_bwd(shard_io_t *io)
+{
+    int st = layer_norm(io, 1, 2);
+    if (st == CSPMD_OK) /* grad_input, grad_weight, grad_bias */
+        for (int r = 1; r < CSPMD_MAX_RESULTS && r < io->call->nresults; r++)
+            io->out[r] = CSPMD_PLACE_NONE;
+    return st;
+}
+
+/* embedding(weight, indices): rows looked up by (possibly sharded)
+ * indices, the embedding dim may be sharded; a vocabulary-sharded table
+ * would give a masked partial sum, which is not a plain sum. */
+static int embedding(shard_io_t *io)
+{
+    if (io->call->ntensors < 2)
+        return fail(io, "expected weight and indices");
+    const cspmd_gtensor_t *idx = tensor(io, 1);
+    int8_t pw = io->in[0], pi = io->in[1];
+    int8_t p;
+    if (pw == 0)
+        return fail(io, "the vocabulary dim of the table is sharded");
+    if (pw == 1 && pi == R_)
+        p = (int8_t)idx->ndim;
+    else if (pw == R_ && pi >= 0)
+        p = pi;
+    else if (pw == R_ && pi == R_)
+        p = R_;
+    else if (pw == P_ && pi == R_)
+        p = P_;
+    else
+        return fail(io, "the table and the indices are both sharded");
+    all_results(io, p, idx->ndim + 1);
+    return CSPMD_OK;
+}
 
 /* ---- reshapes -------------------------------------------------------------- */
 
@@ -598,6 +665,9 @@ static const shard_entry_t table[] = {
     {"_unsafe_view", NULL, "view", unsafe_view},
     {"reshape", NULL, "view", view},
     {"expand", NULL, "expand", expand},
+    {"native_layer_norm", NULL, "layer_norm", layer_norm_fwd},
+    {"native_layer_norm_backward", NULL, "layer_norm", layer_norm_bwd},
+    {"embedding", NULL, "embedding", embedding},
     {"cat", NULL, "cat", cat},
     {"stack", NULL, "cat", stack},
     {"cumsum", NULL, "scan", scan},
