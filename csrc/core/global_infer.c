@@ -216,9 +216,12 @@ static int place_fits(cspmd_ltype_t lt, int8_t p)
         return p >= 0 || p == CSPMD_PLACE_PARTIAL;
     case CSPMD_LT_P:
         return p == CSPMD_PLACE_PARTIAL;
-    default:
-        return p == CSPMD_PLACE_REPLICATE;
+    case CSPMD_LT_R:
+    case CSPMD_LT_I:
+    case CSPMD_LT_NONE:
+        break;
     }
+    return p == CSPMD_PLACE_REPLICATE;
 }
 
 cspmd_status_t cspmd_global_infer(cspmd_shard_rule_t rule, const cspmd_gcall_t *call,
