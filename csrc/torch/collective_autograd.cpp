@@ -258,8 +258,9 @@ at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, i
         c10::intrusive_ptr<c10::TensorImpl>::reclaim(reinterpret_cast<c10::TensorImpl *>(res)));
     if (checking && global_active() && out.dim() != x.dim()) {
         cspmd_type_t in = impl_get_type(x.unsafeGetTensorImpl());
-        cspmd_status_t st = cspmd_coll_infer(fn, static_cast<cspmd_axis_t>(axis), r.src.ltype,
-                                             r.dst.ltype, in, &out_type);
+        cspmd_status_t st = cspmd_coll_infer_input(fn, static_cast<cspmd_axis_t>(axis),
+                                                   r.src.ltype, r.dst.ltype, in,
+                                                   input_no_grad(x), &out_type);
         if (st == CSPMD_OK)
             st = cspmd_global_coll(fn, static_cast<cspmd_axis_t>(axis), r.src, r.dst, in,
                                    out_type, static_cast<int>(out.dim()), &out_type);
