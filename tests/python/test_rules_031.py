@@ -161,3 +161,33 @@ def test_reinterpret_invariant_bf16_needs_no_backward_options(dst, mesh):
         y.sum().backward()
         assert x.grad.dtype == torch.bfloat16
         assert _grad_types(lambda: x.grad) == {"mesh_dp": "I", "mesh_tp": "I"}
+
+
+FUSED = {  # (fused op, the same program as mm/bmm then add)
+    "addmm(R bias, I(grad), I(grad))": (
+        lambda l: torch.addmm(_typed(l, "R"), _typed(l, "I", True), _typed(l, "I", True)),
+        lambda l: _typed(l, "R") + _typed(l, "I", True) @ _typed(l, "I", True)),
+    "addmm(I bias, V(grad), V(grad))": (
+        lambda l: torch.addmm(_typed(l, "I"), _typed(l, "V", True), _typed(l, "V", True)),
+        lambda l: _typed(l, "I") + _typed(l, "V", True) @ _typed(l, "V", True)),
+    "baddbmm(I bias, R(grad), R(grad))": (
+        lambda l: torch.baddbmm(_typed(l, "I", shape=(2, 4, 4)),
+                                _typed(l, "R", True, shape=(2, 4, 4)),
+                                _typed(l, "R", True, shape=(2, 4, 4))),
+        lambda l: _typed(l, "I", shape=(2, 4, 4)) + torch.bmm(
+            _typed(l, "R", True, shape=(2, 4, 4)), _typed(l, "R", True, shape=(2, 4, 4)))),
+}
+
+
+@pytest.mark.parametrize("name", list(FUSED))
+def test_fused_matmuls_coerce_like_mm_then_add(name, mesh):
+    """A deliberate difference (docs/differences.md): cspmd types a fused
+    matmul as the reference types the same program unfused; the reference's
+    fused rule rejects it."""
+    ref = reference.load()
+    reference.load("spmd_types.checker")
+    fused, unfused = FUSED[name]
+    mine = _outcome(spmd, mesh, fused)
+    assert mine == _outcome(spmd, mesh, unfused) == _outcome(ref, mesh, unfused)
+    assert mine != "SpmdTypeError"
+    assert _outcome(ref, mesh, fused) == "SpmdTypeError"
