@@ -43,8 +43,9 @@ START_TEST(test_errors)
     cspmd_spec_t spec = {0};
     spec.ndim = 7;
     ck_assert_int_eq(cspmd_spec_from_shards(axes, dims, 2, 2, &spec), CSPMD_ERR_SPMD_TYPE);
-    ck_assert_str_eq(cspmd_last_error(), "Axes tp and dp both shard tensor dim 0. Use an "
-                                         "explicit PartitionSpec to specify the axis ordering.");
+    ck_assert_str_eq(cspmd_last_error(), "Tensor dim 0 is sharded on multiple axes (tp, dp). "
+                                         "Use an explicit PartitionSpec to specify the axis "
+                                         "ordering.");
     ck_assert_int_eq(spec.ndim, 7); /* untouched */
     dims[0] = 1;
     dims[1] = 2;
@@ -60,6 +61,27 @@ START_TEST(test_errors)
 }
 END_TEST
 
+START_TEST(test_reports_the_first_dim_sharded_twice)
+{
+    /* As the reference: dims in the order the axes first name them (dim 1
+     * here, though dim 0's conflict is met first), with every axis on it. */
+    cspmd_axis_t X, Y;
+    int64_t s2 = 2, st8 = 8, st16 = 16;
+    ck_assert_int_eq(cspmd_axis_intern(&s2, &st8, 1, &X), CSPMD_OK);
+    ck_assert_int_eq(cspmd_axis_intern(&s2, &st16, 1, &Y), CSPMD_OK);
+    ck_assert_int_eq(cspmd_axis_name_add(X, "x"), CSPMD_OK);
+    ck_assert_int_eq(cspmd_axis_name_add(Y, "y"), CSPMD_OK);
+    cspmd_axis_t axes[5] = {TP, DP, X, Y, CSPMD_AXIS_TRIVIAL};
+    int32_t dims[5] = {1, 0, 0, -1, 1};
+    cspmd_spec_t spec = {0};
+    ck_assert_int_eq(cspmd_spec_from_shards(axes, dims, 5, 2, &spec), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "Tensor dim 1 is sharded on multiple axes (tp, y). "
+                                         "Use an explicit PartitionSpec to specify the axis "
+                                         "ordering.");
+    ck_assert_int_eq(spec.ndim, 0);
+}
+END_TEST
+
 Suite *suite_shard_spec(void)
 {
     Suite *s = suite_create("shard_spec");
@@ -67,6 +89,7 @@ Suite *suite_shard_spec(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_one_axis_per_dim);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_reports_the_first_dim_sharded_twice);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -191,3 +191,18 @@ def test_fused_matmuls_coerce_like_mm_then_add(name, mesh):
     assert mine == _outcome(spmd, mesh, unfused) == _outcome(ref, mesh, unfused)
     assert mine != "SpmdTypeError"
     assert _outcome(ref, mesh, fused) == "SpmdTypeError"
+
+
+def test_two_axes_sharding_one_dim_same_message_as_reference(mesh):
+    """S(0) on two axes without a PartitionSpec: the reference's error text."""
+    ref = reference.load()
+    reference.load("spmd_types.checker")
+
+    def message(lib):
+        with lib.set_current_mesh(mesh), lib.checker.typecheck():
+            with pytest.raises(lib.SpmdTypeError) as ei:
+                lib.assert_type(torch.randn(4, 4), {"dp": lib.S(0), "tp": lib.S(0)})
+        return str(ei.value).splitlines()[0]
+
+    assert message(spmd) == message(ref)
+    assert message(spmd).startswith("Tensor dim 0 is sharded on multiple axes (")
