@@ -339,3 +339,14 @@ def test_collective_on_a_local_axis_keeps_the_spec(mesh, dp, tp):
         y = spmd.all_reduce(x, dp, src=P, dst=R)
         assert spmd.get_partition_spec(y) == PS(spmd.MeshAxis.of(tp), None)
         assert spmd.get_partition_spec(y * 2) == PS(spmd.MeshAxis.of(tp), None)
+
+
+def test_more_tensor_operands_than_global_mode_reads_is_an_error(mesh, dp, tp):
+    """docs/limits.md: global shard rules read at most 64 tensor operands; an
+    op with more, sharded on a global axis, raises (never checked in part)."""
+    with spmd.set_current_mesh(mesh), typecheck(local=False):
+        parts = [spmd.assert_type(torch.randn(4, 2), {dp: R, tp: S(0)}) for _ in range(65)]
+        assert spmd.get_partition_spec(torch.cat(parts[:64], 1)) is not None
+        with pytest.raises(SpmdTypeError, match=r"global mode: aten::cat\S* has more than 64 "
+                           "tensor operands"):
+            torch.cat(parts, 1)
