@@ -4,59 +4,11 @@
  * global inference, which decides each result's type.  Runs only under
  * typecheck(local=False); local mode never reaches this file.
  */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernel_internal.h"
-
-/* op -> shard rule, cached per operator as the op kernel caches its rule:
- * open addressing over the operator's identity, lock-free reads, inserts
- * under a mutex, never shrinks. */
-#define SHARD_SLOTS 4096u
-
-typedef struct shard_slot {
-    _Atomic(const void *) key;
-    cspmd_shard_rule_t rule;
-} shard_slot_t;
-
-static shard_slot_t shard_slots[SHARD_SLOTS];
-static pthread_mutex_t shard_mutex = PTHREAD_MUTEX_INITIALIZER;
-
-static cspmd_shard_rule_t shard_rule_for(const cspmd_call_t *call)
-{
-    const void *key = cspmd_call_op_key(call);
-    uint64_t x = (uint64_t)(uintptr_t)key;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    uint32_t h = (uint32_t)(x ^ (x >> 33)) & (SHARD_SLOTS - 1);
-    for (uint32_t i = 0; i < SHARD_SLOTS; i++) {
-        shard_slot_t *s = &shard_slots[(h + i) & (SHARD_SLOTS - 1)];
-        const void *k = atomic_load_explicit(&s->key, memory_order_acquire);
-        if (k == key)
-            return s->rule;
-        if (k == NULL)
-            break;
-    }
-    cspmd_shard_rule_t rule =
-        cspmd_shard_rule_find(cspmd_call_op_name(call), cspmd_call_op_overload(call));
-    pthread_mutex_lock(&shard_mutex);
-    for (uint32_t i = 0; i < SHARD_SLOTS; i++) {
-        shard_slot_t *s = &shard_slots[(h + i) & (SHARD_SLOTS - 1)];
-        const void *k = atomic_load_explicit(&s->key, memory_order_relaxed);
-        if (k == key)
-            break;
-        if (k == NULL) {
-            s->rule = rule;
-            atomic_store_explicit(&s->key, key, memory_order_release);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&shard_mutex);
-    return rule;
-}
 
 /* Schema arguments read as integers (later ones are left out: no shard
  * rule reads past the first few). */
@@ -99,7 +51,7 @@ cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t 
             CSPMD_MAX_DIMS)
             gargs[a].n = CSPMD_GARG_OTHER;
     cspmd_gcall_t g = {name, nt, tensors, na, gargs, nresults};
-    return cspmd_global_infer(shard_rule_for(call), &g, local_out, outs);
+    return cspmd_global_infer(cspmdk_op_rules(call).shard, &g, local_out, outs);
 }
 
 cspmd_status_t cspmdk_global_no_rule(const cspmd_call_t *call, const cspmd_args_t *args)

@@ -73,6 +73,14 @@ CSPMDK_HIDDEN int cspmdk_global_active(void);
 
 /* Global mode: each result's type (outs, CSPMD_MAX_RESULTS long) from the
  * op's local type, by the core's global inference (global_kernel.c). */
+/* An op's local rule and global shard rule, looked up by name once per
+ * operator and cached (op_kernel.c); lock-free after the first call. */
+typedef struct cspmdk_op_rules {
+    cspmd_rule_t local;
+    cspmd_shard_rule_t shard;
+} cspmdk_op_rules_t;
+CSPMDK_HIDDEN cspmdk_op_rules_t cspmdk_op_rules(const cspmd_call_t *call);
+
 CSPMDK_HIDDEN cspmd_status_t cspmdk_global_types(const cspmd_call_t *call,
                                                  const cspmd_args_t *args,
                                                  cspmd_type_t local_out, cspmd_type_t *outs);

@@ -17,16 +17,17 @@
 #include "op_kernel.h"
 #include "kernel_internal.h"
 
-/* ---- op -> rule cache ------------------------------------------------- */
+/* ---- op -> rules cache ------------------------------------------------ */
 
 /* Open addressing over the operator's identity pointer.  Reads are lock-free;
- * a miss looks the rule up by name and inserts under a mutex.  The table
+ * a miss looks both rules (local, global shard) up by name and inserts
+ * under a mutex.  The table
  * never shrinks: there are a few thousand operators at most. */
 #define RULE_SLOTS 8192u
 
 typedef struct rule_slot {
     _Atomic(const void *) key;
-    cspmd_rule_t rule;
+    cspmdk_op_rules_t rules;
 } rule_slot_t;
 
 static rule_slot_t rule_slots[RULE_SLOTS];
@@ -41,7 +42,7 @@ static uint32_t hash_ptr(const void *p)
     return (uint32_t)x;
 }
 
-static cspmd_rule_t rule_for(const cspmd_call_t *call)
+cspmdk_op_rules_t cspmdk_op_rules(const cspmd_call_t *call)
 {
     const void *key = cspmd_call_op_key(call);
     uint32_t h = hash_ptr(key) & (RULE_SLOTS - 1);
@@ -49,11 +50,13 @@ static cspmd_rule_t rule_for(const cspmd_call_t *call)
         rule_slot_t *s = &rule_slots[(h + i) & (RULE_SLOTS - 1)];
         const void *k = atomic_load_explicit(&s->key, memory_order_acquire);
         if (k == key)
-            return s->rule;
+            return s->rules;
         if (k == NULL)
             break;
     }
-    cspmd_rule_t rule = cspmd_rule_find(cspmd_call_op_name(call), cspmd_call_op_overload(call));
+    const char *name = cspmd_call_op_name(call), *overload = cspmd_call_op_overload(call);
+    cspmdk_op_rules_t rules = {cspmd_rule_find(name, overload),
+                               cspmd_shard_rule_find(name, overload)};
     pthread_mutex_lock(&rule_mutex);
     for (uint32_t i = 0; i < RULE_SLOTS; i++) {
         rule_slot_t *s = &rule_slots[(h + i) & (RULE_SLOTS - 1)];
@@ -61,13 +64,13 @@ static cspmd_rule_t rule_for(const cspmd_call_t *call)
         if (k == key)
             break;
         if (k == NULL) {
-            s->rule = rule;
+            s->rules = rules;
             atomic_store_explicit(&s->key, key, memory_order_release);
             break;
         }
     }
     pthread_mutex_unlock(&rule_mutex);
-    return rule;
+    return rules;
 }
 
 /* ---- operands ----------------------------------------------------------- */
@@ -547,7 +550,7 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
 
 cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
 {
-    cspmd_rule_t rule = rule_for(call);
+    cspmd_rule_t rule = cspmdk_op_rules(call).local;
     if (cspmd_rule_kind(rule) == CSPMD_KIND_PASSTHROUGH)
         return cspmd_call_redispatch(call);
     if (cspmd_rule_kind(rule) == CSPMD_KIND_FOREACH)
