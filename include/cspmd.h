@@ -129,6 +129,11 @@ CSPMD_API int cspmd_axis_layout(cspmd_axis_t axis, int64_t *sizes, int64_t *stri
 CSPMD_API int64_t cspmd_axis_size(cspmd_axis_t axis);
 /* The largest stride (0 for trivial): outermost-first ordering key. */
 CSPMD_API int64_t cspmd_axis_max_stride(cspmd_axis_t axis);
+/* Sort axes[0..n) outermost first -- max stride descending, then display
+ * name, then id (unknown ids last): the one order of meshes, "{dp, tp}"
+ * texts in messages, and the Python front's axis lists.  Error paths and
+ * setup only (may take the names lock). */
+CSPMD_API void cspmd_axes_sort_outer(cspmd_axis_t *axes, int n);
 /* 1 if the ranks-from-zero of a are a subset of those of b, else 0 (also
  * 0 when undecided: see cspmd_axis_le_checked). */
 CSPMD_API int cspmd_axis_le(cspmd_axis_t a, cspmd_axis_t b);
@@ -813,6 +818,84 @@ CSPMD_API cspmd_status_t cspmd_raw_check_input(const cspmd_raw_rule_t *r, cspmd_
 /* Check a pre-annotated output tensor (list_index >= 0 for list outputs). */
 CSPMD_API cspmd_status_t cspmd_raw_check_output(const cspmd_raw_rule_t *r, cspmd_axis_t axis,
                                                 cspmd_type_t out_type, int list_index);
+
+/* ===================================================================== */
+/* An error's context (error path only: allocates)                      */
+/* ===================================================================== */
+
+/*
+ * The one place where an error's context is put together.  The kernel and
+ * the shim describe the call that failed -- the op, each argument (its
+ * tensors, or its text), the autograd node when it ran in backward, and
+ * the user's line -- and the core keeps them as fields, next to the
+ * message, until the next cspmd_error_set on this thread.  The context's
+ * text is written here and nowhere else:
+ *
+ *     "  In aten::add.Tensor(\n    self: f32[2] {tp: P},\n    other: ...,\n  )"
+ *     " under mesh {dp, tp}" "\n  during backward, in ..." "\n  at file.py:12"
+ *
+ * cspmd_last_error() then reads "<message>\n\n<context>"; the shim hands
+ * the fields to Python one by one (SpmdTypeError.msg, .context, .op, ...),
+ * so nothing parses the text back. */
+
+/* The fields of an error: X(NAME, python attribute, meaning).  Absent
+ * fields read as "". */
+#define CSPMD_ERROR_FIELD_LIST(X)                                                          \
+    X(MESSAGE, "msg", "the error itself, without its context")                             \
+    X(CONTEXT, "context", "the failed call described, \"  In op(...)...\"")                \
+    X(OP, "op", "the op's name, \"aten::add.Tensor\" or \"all_reduce\"")                   \
+    X(HINT, "hint", "the fix the message suggests (its last lines), if any")               \
+    X(NODE, "backward_node", "the autograd node the op ran in, in backward")               \
+    X(FORWARD_SITE, "forward_site", "the forward op's line for that node (anomaly mode)")  \
+    X(SITE, "site", "the user's line, \"file.py:12\" (in backward: where backward() ran)")
+
+typedef enum cspmd_error_field {
+#define CSPMD_ERROR_FIELD_ENUM_(name, attr, doc) CSPMD_ERROR_FIELD_##name,
+    CSPMD_ERROR_FIELD_LIST(CSPMD_ERROR_FIELD_ENUM_)
+#undef CSPMD_ERROR_FIELD_ENUM_
+    CSPMD_ERROR_FIELD_COUNT
+} cspmd_error_field_t;
+
+/* Start describing the call that caused the current error: drops any
+ * earlier context, keeps the message and its status. */
+CSPMD_API void cspmd_error_context_begin(const char *op);
+/* The next argument.  text: how a non-tensor argument reads; NULL when
+ * tensors follow (cspmd_error_context_tensor). */
+CSPMD_API void cspmd_error_context_arg(const char *name, const char *text);
+/* A tensor of the current argument: elem its index in a list argument (-1
+ * for a plain tensor), dtype ("f32"), sizes (-1: unknown, shown "?"), type.
+ * The text shows the first 16 of an argument's tensors and counts the
+ * rest; the fields keep them all. */
+CSPMD_API void cspmd_error_context_tensor(int elem, const char *dtype, const int64_t *sizes,
+                                          int ndim, cspmd_type_t type);
+/* Finish: node and forward_site when the op ran in backward (NULL or ""
+ * otherwise), site the user's line (NULL or "" when unknown).  Adds the
+ * current mesh and writes the context text.  Returns status. */
+CSPMD_API cspmd_status_t cspmd_error_context_end(cspmd_status_t status, const char *node,
+                                                 const char *forward_site, const char *site);
+
+/* A field of the calling thread's current error ("" when absent). */
+CSPMD_API const char *cspmd_error_field(cspmd_error_field_t field);
+/* The field's Python attribute name ("msg", "context", ...); NULL if out of range. */
+CSPMD_API const char *cspmd_error_field_name(cspmd_error_field_t field);
+
+/* One described tensor or argument of the current error's context. */
+typedef struct cspmd_error_operand {
+    const char *name;     /* the argument's name */
+    int elem;             /* index in a list argument, -1 otherwise */
+    const char *dtype;    /* "f32"; NULL for a non-tensor argument */
+    const int64_t *sizes; /* ndim sizes (-1: unknown); NULL for a non-tensor */
+    int ndim;
+    cspmd_type_t type;    /* the tensor's type id (UNTYPED if none) */
+    const char *text;     /* a non-tensor argument's text; NULL for a tensor */
+} cspmd_error_operand_t;
+
+/* How many operands the current error's context describes (0 if none). */
+CSPMD_API int cspmd_error_operand_count(void);
+/* Operand i into *out (pointers valid until the next error call on this
+ * thread).  MISUSE for i out of range or NULL out, leaving the current
+ * error as it is (no message is set). */
+CSPMD_API cspmd_status_t cspmd_error_operand(int i, cspmd_error_operand_t *out);
 
 #ifdef __cplusplus
 }

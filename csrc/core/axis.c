@@ -607,7 +607,7 @@ cspmd_status_t cspmd_axes_flatten(const cspmd_axis_t *axes, int n, cspmd_axis_t 
     return intern_canon(s, d, m, out);
 }
 
-void cspmdi_axes_sort_outer(cspmd_axis_t *axes, int n)
+void cspmdi_axes_sort(cspmd_axis_t *axes, int n, int by_name)
 {
     for (int i = 1; i < n; i++) {
         cspmd_axis_t a = axes[i];
@@ -622,7 +622,10 @@ void cspmdi_axes_sort_outer(cspmd_axis_t *axes, int n)
                 before = 1;
             else if (ra->max_stride != rp->max_stride)
                 before = ra->max_stride > rp->max_stride;
-            else
+            else if (by_name) {
+                int c = strcmp(cspmd_axis_display(a, 0), cspmd_axis_display(axes[j - 1], 0));
+                before = c != 0 ? c < 0 : a < axes[j - 1];
+            } else
                 before = a < axes[j - 1];
             if (!before)
                 break;
@@ -631,6 +634,12 @@ void cspmdi_axes_sort_outer(cspmd_axis_t *axes, int n)
         }
         axes[j] = a;
     }
+}
+
+void cspmd_axes_sort_outer(cspmd_axis_t *axes, int n)
+{
+    if (axes != NULL && n > 1)
+        cspmdi_axes_sort(axes, n, 1);
 }
 
 /* ---- names and display ----------------------------------------------------- */
@@ -891,7 +900,7 @@ static int inferred_name_locked(cspmd_axis_t axis, char *buf, size_t len)
     }
     for (int k = 2; k <= c.ncand && k <= 64; k++) {
         if (infer_dfs(&c, 0, 0, k, 1)) {
-            cspmdi_axes_sort_outer(c.pick, k);
+            cspmdi_axes_sort(c.pick, k, 0); /* names locked; orthogonal axes never tie */
             size_t o = (size_t)snprintf(buf, len, "{");
             for (int i = 0; i < k && o < len; i++)
                 o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? "," : "",

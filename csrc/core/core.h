@@ -8,6 +8,7 @@
 #ifndef CSPMD_CORE_H
 #define CSPMD_CORE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cspmd.h"
@@ -18,10 +19,11 @@
 /* 1 if axis is a known id (0, the trivial axis, always is). */
 CSPMDI_HIDDEN int cspmdi_axis_valid(cspmd_axis_t axis);
 
-/* Sort axes[0..n) outermost first: max stride descending, then id
- * ascending (the order of cspmd_mesh_current and of "{dp,cp}" names).
- * Unknown ids sort last. */
-CSPMDI_HIDDEN void cspmdi_axes_sort_outer(cspmd_axis_t *axes, int n);
+/* The one outermost-first order: max stride descending, then (by_name)
+ * display name, then id; unknown ids last.  cspmd_axes_sort_outer is
+ * by_name = 1.  by_name = 0 for callers that hold the names lock; they
+ * sort orthogonal axes, whose max strides never tie. */
+CSPMDI_HIDDEN void cspmdi_axes_sort(cspmd_axis_t *axes, int n, int by_name);
 
 /* ---- types (type.c) ---------------------------------------------------- */
 
@@ -52,5 +54,42 @@ CSPMDI_HIDDEN uint32_t cspmdi_mesh_id(void);
 /* The axes of a mesh id (outermost first) into axes (CSPMD_MAX_AXES long);
  * returns their count, -1 for 0 or an unknown id. */
 CSPMDI_HIDDEN int cspmdi_mesh_axes(uint32_t mesh, cspmd_axis_t *axes);
+
+/* ---- errors (error.c, error_context.c) --------------------------------- */
+
+/* The current error's message alone (without its context). */
+CSPMDI_HIDDEN const char *cspmdi_error_message(void);
+
+/* Called by cspmd_error_set after it wrote a new message: drops the
+ * context; keeps the hint only if the new message still ends with it (a
+ * prefix added by a caller, "list element [2]: ..."). */
+CSPMDI_HIDDEN void cspmdi_error_context_reset(void);
+
+/* "<message>\n\n<context>" when the current error has a context, else NULL. */
+CSPMDI_HIDDEN const char *cspmdi_error_full_text(void);
+
+/* The current message's text from byte offset `from` on is a fix
+ * suggestion (its HINT field; leading newlines dropped). */
+CSPMDI_HIDDEN void cspmdi_error_hint_from(size_t from);
+
+/* A growable string (error paths only): starts on the caller's buffer,
+ * moves to the heap when it fills.  On allocation failure it keeps what
+ * fits and sets `failed`.  Always NUL-terminated. */
+typedef struct cspmdi_text {
+    char *buf;
+    size_t len, cap;
+    int heap, failed;
+} cspmdi_text_t;
+
+CSPMDI_HIDDEN void cspmdi_text_init(cspmdi_text_t *t, char *buf, size_t cap);
+CSPMDI_HIDDEN void cspmdi_text_put(cspmdi_text_t *t, const char *s);
+CSPMDI_HIDDEN void cspmdi_text_putf(cspmdi_text_t *t, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Empty it (keeps its storage). */
+CSPMDI_HIDDEN void cspmdi_text_clear(cspmdi_text_t *t);
+CSPMDI_HIDDEN void cspmdi_text_free(cspmdi_text_t *t);
 
 #endif /* CSPMD_CORE_H */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core.h"
 #include "cspmd.h"
 #include "table.h"
 
@@ -38,6 +39,12 @@ const char *cspmd_coll_name(cspmd_coll_t op)
 
 const char *cspmd_last_error(void)
 {
+    const char *full = cspmdi_error_full_text();
+    return full != NULL ? full : tl_error;
+}
+
+const char *cspmdi_error_message(void)
+{
     return tl_error;
 }
 
@@ -58,6 +65,7 @@ cspmd_status_t cspmd_error_set(cspmd_status_t status, const char *fmt, ...)
     }
     memcpy(tl_error, tmp, sizeof tl_error);
     tl_error[ERROR_BUF - 1] = '\0';
+    cspmdi_error_context_reset();
     return status;
 }
 

@@ -355,9 +355,13 @@ static cspmd_status_t axis_rule(int lin, const tlist_t *l, cspmd_axis_t axis,
     sbuf_t b = {msg, sizeof msg, 0};
     msg[0] = '\0';
     sb_base_error(&b, err, ax, l);
+    size_t hint_at = b.len;
     /* Suggestions describe explicit conversions: judged on the own types. */
     sb_suggestions(&b, lin, l->ocnt, ax);
-    return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s", msg);
+    cspmd_status_t st = cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s", msg);
+    if (b.len > hint_at)
+        cspmdi_error_hint_from(hint_at);
+    return st;
 }
 
 cspmd_status_t cspmd_infer_axis(const char *linearity, const cspmd_ltype_t *types, int n,
@@ -474,32 +478,13 @@ static void sort_by_name(cspmd_axis_t *a, int n)
     }
 }
 
-/* Sort outermost first: max stride descending, then display name. */
-static void sort_outer(cspmd_axis_t *a, int n)
-{
-    for (int i = 1; i < n; i++) {
-        cspmd_axis_t x = a[i];
-        int64_t xs = cspmd_axis_max_stride(x);
-        const char *xn = cspmd_axis_display(x, 0);
-        int j = i - 1;
-        while (j >= 0) {
-            int64_t s = cspmd_axis_max_stride(a[j]);
-            if (s > xs || (s == xs && strcmp(cspmd_axis_display(a[j], 0), xn) <= 0))
-                break;
-            a[j + 1] = a[j];
-            j--;
-        }
-        a[j + 1] = x;
-    }
-}
-
 static void sb_axis_set(sbuf_t *b, const cspmd_axis_t *axes, int n)
 {
     cspmd_axis_t tmp[UNION_CAP];
     if (n > UNION_CAP)
         n = UNION_CAP;
     memcpy(tmp, axes, (size_t)n * sizeof tmp[0]);
-    sort_outer(tmp, n);
+    cspmd_axes_sort_outer(tmp, n);
     sb_add(b, "{");
     for (int i = 0; i < n; i++)
         sb_add(b, "%s%s", i ? ", " : "", cspmd_axis_display(tmp[i], 0));

@@ -83,7 +83,7 @@ cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n)
     cspmd_status_t st = cspmd_axes_check_orthogonal(rec.axes, m);
     if (st != CSPMD_OK)
         return st;
-    cspmdi_axes_sort_outer(rec.axes, m);
+    cspmdi_axes_sort(rec.axes, m, 0); /* orthogonal: never tie */
     rec.n = (uint32_t)m;
     uint32_t id;
     st = cspmdi_table_intern(&mesh_tab, &rec, NULL, &id);

@@ -73,31 +73,12 @@ static void sb_group(sb_t *b, const cspmd_axis_t *axes, int n)
     sb_add(b, "}");
 }
 
-/* Sort by max stride descending, then display name (the axis-set text). */
-static void sort_stride_name(cspmd_axis_t *axes, int n)
-{
-    for (int i = 1; i < n; i++) {
-        cspmd_axis_t a = axes[i];
-        int j = i;
-        while (j > 0) {
-            cspmd_axis_t p = axes[j - 1];
-            int64_t sa = cspmd_axis_max_stride(a), sp = cspmd_axis_max_stride(p);
-            int before = sa != sp ? sa > sp : strcmp(ad(a), ad(p)) < 0;
-            if (!before)
-                break;
-            axes[j] = p;
-            j--;
-        }
-        axes[j] = a;
-    }
-}
-
 /* "{dp, cp}": outermost first, ties by name. */
 static void sb_axis_set(sb_t *b, const cspmd_axis_t *axes_in, int n)
 {
     cspmd_axis_t axes[MAXA];
     memcpy(axes, axes_in, (size_t)n * sizeof *axes);
-    sort_stride_name(axes, n);
+    cspmd_axes_sort_outer(axes, n);
     sb_group(b, axes, n);
 }
 
@@ -309,8 +290,8 @@ static cspmd_status_t compat(cspmd_type_t src, const cspmd_axis_t *dax, const cs
     }
 
     /* 3. two-pointer walk, outermost first */
-    cspmdi_axes_sort_outer(srem, nsr);
-    cspmdi_axes_sort_outer(drem, ndr);
+    cspmd_axes_sort_outer(srem, nsr);
+    cspmd_axes_sort_outer(drem, ndr);
     int i = 0, j = 0;
     int64_t scum = 1, dcum = 1;
     group_pair_t g;

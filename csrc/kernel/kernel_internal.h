@@ -41,10 +41,14 @@ CSPMDK_HIDDEN void cspmdk_operand_push_ref(operands_t *o, const cspmd_args_t *ar
 /* 1 if some non-scalar operand carries a type. */
 CSPMDK_HIDDEN int cspmdk_any_typed(const cspmd_operand_t *ops, int n);
 
-/* Append the op's call (arguments with their types), the mesh, the
- * backward node and the user's line to the thread's error; returns st. */
+/* Give the thread's error its context: the op's call (arguments with
+ * their types), the mesh, the backward node and the user's line (the
+ * core's cspmd_error_context_*); returns st. */
 CSPMDK_HIDDEN cspmd_status_t cspmdk_with_context(cspmd_status_t st, const cspmd_call_t *call,
                                                  const cspmd_args_t *args);
+/* One tensor of the call being described (cspmd_error_context_tensor). */
+CSPMDK_HIDDEN void cspmdk_context_tensor(int elem, const cspmd_tensor_t *tensor,
+                                         cspmd_type_t type);
 /* The in-place / out= check of written tensor r against the inferred type
  * (the message names the op, and the list element for list arguments). */
 CSPMDK_HIDDEN cspmd_status_t cspmdk_check_mutation(const cspmd_call_t *call,

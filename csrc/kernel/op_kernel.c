@@ -196,99 +196,44 @@ static void put_op_name(text_t *t, const cspmd_call_t *call)
     }
 }
 
-static void put_tensor(text_t *t, const cspmd_tensor_ref_t *r)
+/* One tensor of the failed call, for the error's context. */
+void cspmdk_context_tensor(int elem, const cspmd_tensor_t *tensor, cspmd_type_t type)
 {
-    char tmp[512];
-    put(t, cspmd_tensor_dtype_abbrev(r->tensor));
-    put(t, "[");
-    int64_t nd = cspmd_tensor_dim(r->tensor);
-    for (int64_t d = 0; d < nd; d++) {
-        int64_t n = cspmd_tensor_size(r->tensor, d);
-        if (d)
-            put(t, ", ");
-        if (n < 0) { /* symbolic or ragged */
-            put(t, "?");
-        } else {
-            snprintf(tmp, sizeof tmp, "%lld", (long long)n);
-            put(t, tmp);
-        }
-    }
-    put(t, "] ");
-    cspmd_type_format(r->type == CSPMD_TYPE_UNTYPED ? CSPMD_TYPE_EMPTY : r->type, tmp, sizeof tmp);
-    put(t, tmp);
+    int64_t small[16];
+    int64_t nd = cspmd_tensor_dim(tensor);
+    int64_t *sizes = nd <= 16 ? small : malloc((size_t)nd * sizeof *sizes);
+    if (sizes == NULL)
+        nd = 0, sizes = small;
+    for (int64_t d = 0; d < nd; d++)
+        sizes[d] = cspmd_tensor_size(tensor, d);
+    cspmd_error_context_tensor(elem, cspmd_tensor_dtype_abbrev(tensor), sizes, (int)nd, type);
+    if (sizes != small)
+        free(sizes);
 }
 
-/* Tensors of one list argument shown in an error's context. */
-#define CONTEXT_TENSORS_SHOWN 16
-
-/* Append "In op(\n  name: value, ...) under mesh {..}" and the user's line
- * to the thread's current error message, keeping its status. */
+/* Describe the call (its arguments and their types) as the context of the
+ * thread's current error, keeping its status. */
 cspmd_status_t cspmdk_with_context(cspmd_status_t st, const cspmd_call_t *call,
                                    const cspmd_args_t *args)
 {
-    static _Thread_local char msg[8192];
-    text_t t = {msg, 0, sizeof msg};
-    msg[0] = '\0';
-    char tmp[512];
-    put(&t, cspmd_last_error());
-    put(&t, "\n\n  In ");
+    char name[192], text[512];
+    text_t t = {name, 0, sizeof name};
+    name[0] = '\0';
     put_op_name(&t, call);
-    put(&t, "(\n");
+    cspmd_error_context_begin(name);
     int ti = 0;
     for (int arg = 0; arg < args->nargs; arg++) {
-        put(&t, "    ");
-        put(&t, cspmd_call_arg_name(call, arg));
-        put(&t, ": ");
-        int shown = 0, any = 0;
-        for (; ti < args->ntensors && args->tensors[ti].arg == arg; ti++, any++) {
-            if (shown == CONTEXT_TENSORS_SHOWN)
-                continue; /* counted below, not shown */
-            if (shown)
-                put(&t, ",\n      ");
-            put_tensor(&t, &args->tensors[ti]);
-            shown++;
-        }
-        if (any > shown) {
-            snprintf(tmp, sizeof tmp, ",\n      ... and %d more", any - shown);
-            put(&t, tmp);
-        }
-        if (!any) {
-            cspmd_call_arg_text(call, arg, tmp, sizeof tmp);
-            put(&t, tmp);
-        }
-        put(&t, ",\n");
+        int first = ti;
+        while (ti < args->ntensors && args->tensors[ti].arg == arg)
+            ti++;
+        if (ti == first)
+            cspmd_call_arg_text(call, arg, text, sizeof text);
+        cspmd_error_context_arg(cspmd_call_arg_name(call, arg), ti == first ? text : NULL);
+        for (int i = first; i < ti; i++)
+            cspmdk_context_tensor(args->tensors[i].elem, args->tensors[i].tensor,
+                                  args->tensors[i].type);
     }
-    put(&t, "  )");
-    cspmd_axis_t mesh[CSPMD_MAX_AXES];
-    int nm = cspmd_mesh_current(mesh);
-    if (nm > 0) {
-        put(&t, " under mesh {");
-        for (int i = 0; i < nm; i++) {
-            if (i)
-                put(&t, ", ");
-            put(&t, cspmd_axis_display(mesh[i], 0));
-        }
-        put(&t, "}");
-    }
-    char where[512];
-    int in_backward = cspmd_autograd_node(tmp, sizeof tmp, where, sizeof where);
-    if (in_backward) {
-        put(&t, "\n  during backward, in ");
-        put(&t, tmp);
-        put(&t, " (the gradient of the forward op that created it)");
-        if (where[0]) {
-            put(&t, "\n  forward op at ");
-            put(&t, where);
-        } else {
-            put(&t, "\n  (run under torch.autograd.set_detect_anomaly(True) to see the forward "
-                    "op's source line)");
-        }
-    }
-    if (cspmd_python_user_frame(tmp, sizeof tmp) > 0) {
-        put(&t, in_backward ? "\n  backward() called at " : "\n  at ");
-        put(&t, tmp);
-    }
-    return cspmd_error_set(st, "%s", msg);
+    return cspmd_error_context_finish(st);
 }
 
 cspmd_status_t cspmdk_check_mutation(const cspmd_call_t *call, const cspmd_args_t *args,

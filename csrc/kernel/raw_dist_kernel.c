@@ -10,18 +10,8 @@
 #include <stdio.h>
 
 #include "cspmd.h"
+#include "kernel_internal.h"
 #include "raw_dist_kernel.h"
-
-static cspmd_status_t with_site(cspmd_status_t st, const cspmd_call_t *call)
-{
-    char where[512];
-    static _Thread_local char msg[4096];
-    if (cspmd_python_user_frame(where, sizeof where) == 0)
-        return st;
-    snprintf(msg, sizeof msg, "%s\n\n  In %s(...)\n  at %s", cspmd_last_error(),
-             cspmd_call_op_name(call), where);
-    return cspmd_error_set(st, "%s", msg);
-}
 
 static cspmd_status_t run_typed(cspmd_call_t *call, const cspmd_raw_rule_t *r,
                                 cspmd_args_t *argsp, cspmd_args_t *results)
@@ -43,13 +33,13 @@ static cspmd_status_t run_typed(cspmd_call_t *call, const cspmd_raw_rule_t *r,
     if (!cspmd_call_group_name(call, group, sizeof group) || !cspmd_group_axis(group, &axis)) {
         if (!cspmd_checker_strict())
             return cspmd_call_redispatch(call);
-        return with_site(
+        return cspmdk_with_context(
             cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                             "%s: process group '%s' is not known to cspmd, so its mesh axis is "
                             "unknown. Annotate a tensor with it first (assert_type(x, {group: "
                             "...})) or use cspmd's collectives.",
                             r->fn, group),
-            call);
+            call, &args);
     }
 
     cspmd_type_t first_after = CSPMD_TYPE_UNTYPED;
@@ -60,14 +50,14 @@ static cspmd_status_t run_typed(cspmd_call_t *call, const cspmd_raw_rule_t *r,
             cspmd_type_t after;
             st = cspmd_raw_check_input(r, axis, t->type, &after);
             if (st != CSPMD_OK)
-                return with_site(st, call);
+                return cspmdk_with_context(st, call, &args);
             if (nin++ == 0)
                 first_after = after;
         } else if (t->arg == r->out_arg) {
             st = cspmd_raw_check_output(r, axis, t->type, r->out_is_list ? nout : -1);
             nout++;
             if (st != CSPMD_OK)
-                return with_site(st, call);
+                return cspmdk_with_context(st, call, &args);
         }
     }
 
@@ -100,14 +90,19 @@ cspmd_status_t cspmd_raw_kernel_run(cspmd_call_t *call, const cspmd_raw_rule_t *
 {
     if (r->effect == CSPMD_RAW_PASS)
         return cspmd_call_redispatch(call);
-    if (r->effect == CSPMD_RAW_UNSUPPORTED) {
-        cspmd_type_t unused;
-        return with_site(cspmd_raw_check_input(r, CSPMD_AXIS_TRIVIAL, 0, &unused), call);
-    }
     cspmd_args_t args, results;
     args.tensors = args.inline_refs;
     results.tensors = results.inline_refs;
-    cspmd_status_t st = run_typed(call, r, &args, &results);
+    cspmd_status_t st;
+    if (r->effect == CSPMD_RAW_UNSUPPORTED) {
+        cspmd_type_t unused;
+        st = cspmd_call_args(call, &args);
+        if (st == CSPMD_OK)
+            st = cspmdk_with_context(cspmd_raw_check_input(r, CSPMD_AXIS_TRIVIAL, 0, &unused),
+                                     call, &args);
+    } else {
+        st = run_typed(call, r, &args, &results);
+    }
     cspmd_args_release(&args);
     cspmd_args_release(&results);
     return st;

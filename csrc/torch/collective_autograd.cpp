@@ -108,48 +108,18 @@ const char *ctype_text(cspmd_ctype_t t, char *buf, size_t len) {
     return buf;
 }
 
-// A type error of a collective, with the operator context and,
-// in backward, the autograd node -- as the C kernel gives ordinary ops.
+// A type error of a collective, described as the C kernel describes an
+// op's (the core's error context): x, axis, src and dst.
 [[noreturn]] void raise_with_context(cspmd_status_t st, const char *fn, const at::Tensor &x,
                                      cspmd_axis_t axis, cspmd_ctype_t src, cspmd_ctype_t dst) {
-    std::string msg = cspmd_last_error();
-    char buf[512], where[512];
-    msg += "\n\n  In ";
-    msg += fn;
-    msg += "(\n    x: ";
-    msg += cspmd_tensor_dtype_abbrev(reinterpret_cast<cspmd_tensor_t *>(x.unsafeGetTensorImpl()));
-    msg += "[";
-    for (int64_t d = 0; d < x.dim(); d++)
-        msg += (d ? ", " : "") + std::to_string(x.size(d));
-    msg += "] ";
-    cspmd_type_t t = impl_get_type(x.unsafeGetTensorImpl());
-    cspmd_type_format(t == CSPMD_TYPE_UNTYPED ? CSPMD_TYPE_EMPTY : t, buf, sizeof buf);
-    msg += buf;
-    msg += ",\n    axis: ";
-    msg += cspmd_axis_display(axis, 0);
-    msg += ",\n    src: ";
-    msg += ctype_text(src, buf, sizeof buf);
-    msg += ",\n    dst: ";
-    msg += ctype_text(dst, buf, sizeof buf);
-    msg += ",\n  )";
-    cspmd_axis_t mesh[CSPMD_MAX_AXES];
-    int nm = cspmd_mesh_current(mesh);
-    if (nm > 0) {
-        msg += " under mesh {";
-        for (int i = 0; i < nm; i++)
-            msg += std::string(i ? ", " : "") + cspmd_axis_display(mesh[i], 0);
-        msg += "}";
-    }
-    bool backward = cspmd_autograd_node(buf, sizeof buf, where, sizeof where) != 0;
-    if (backward) {
-        msg += std::string("\n  during backward, in ") + buf +
-               " (the gradient of the forward op that created it)";
-        if (where[0])
-            msg += std::string("\n  forward op at ") + where;
-    }
-    if (cspmd_python_user_frame(buf, sizeof buf) > 0)
-        msg += std::string(backward ? "\n  backward() called at " : "\n  at ") + buf;
-    throw_core_error(st, msg);
+    char buf[64];
+    cspmd_error_context_begin(fn);
+    cspmd_error_context_arg("x", nullptr);
+    error_context_tensor(x);
+    cspmd_error_context_arg("axis", cspmd_axis_display(axis, 0));
+    cspmd_error_context_arg("src", ctype_text(src, buf, sizeof buf));
+    cspmd_error_context_arg("dst", ctype_text(dst, buf, sizeof buf));
+    raise_status(cspmd_error_context_finish(st));
 }
 
 // "<user file:line>  cspmd::all_reduce({tp: P}, axis=tp, src=P, dst=R) -> {tp: R}",

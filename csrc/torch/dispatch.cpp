@@ -85,7 +85,7 @@ cspmd_status_t keep_pending(std::exception_ptr e) {
         tls_pending = nullptr;
         std::rethrow_exception(e);
     }
-    throw_core_error(st, cspmd_last_error());
+    throw_current_error(st);
 }
 
 // The trampoline ------------------------------------------------------------

@@ -92,6 +92,18 @@ int64_t axes_flatten(IntList axes) {
     return out;
 }
 
+// The core's one outermost-first order.
+std::vector<int64_t> axes_sort_outer(IntList axes) {
+    std::vector<cspmd_axis_t> a;
+    for (int64_t x : axes) {
+        if (x < 0 || x > UINT32_MAX)
+            throw_core_error(CSPMD_ERR_MISUSE, "cspmd: axis id out of range");
+        a.push_back(static_cast<cspmd_axis_t>(x));
+    }
+    cspmd_axes_sort_outer(a.data(), static_cast<int>(a.size()));
+    return std::vector<int64_t>(a.begin(), a.end());
+}
+
 bool axis_le(int64_t a, int64_t b) {
     int le = 0;
     check(cspmd_axis_le_checked(static_cast<cspmd_axis_t>(a), static_cast<cspmd_axis_t>(b), &le));
@@ -396,6 +408,28 @@ std::string cross_mesh_advice(IntList types) {
     return out;
 }
 
+// Raise msg with status st the way the kernel raises an op's error: the
+// call described by the core's error context (arguments named `names`,
+// each a tensor or, where tensors[i] is None, texts[i]).  For the Python
+// front's own checks that name a call (reinterpret_mesh).
+void error_raise(int64_t st, const std::string &msg, const std::string &op,
+                 const std::vector<std::string> &names,
+                 const std::vector<std::optional<at::Tensor>> &tensors,
+                 const std::vector<std::string> &texts) {
+    auto status = static_cast<cspmd_status_t>(st);
+    if (st >= 0 || std::string(cspmd_status_name(status)) == "CSPMD_ERR_UNKNOWN" ||
+        names.size() != tensors.size() || names.size() != texts.size())
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: error_raise: bad arguments");
+    cspmd_error_set(status, "%s", msg.c_str());
+    cspmd_error_context_begin(op.c_str());
+    for (size_t i = 0; i < names.size(); i++) {
+        cspmd_error_context_arg(names[i].c_str(), tensors[i] ? nullptr : texts[i].c_str());
+        if (tensors[i])
+            error_context_tensor(*tensors[i]);
+    }
+    raise_status(cspmd_error_context_finish(status));
+}
+
 // The core's enum lists (cspmd.h's X-macros) as (names, values), so the
 // Python front spells no number: "STATUS_ERR_VALUE", "LT_R", "COLL_CONVERT",
 // "TYPE_UNTYPED".
@@ -445,6 +479,7 @@ PyMODINIT_FUNC PyInit__C(void) {
             &def);
 #define CSPMD_BIND(fn) m.def(#fn, wrap_pybind_function(fn))
         CSPMD_BIND(axis_from_layout);
+        CSPMD_BIND(error_raise);
         CSPMD_BIND(axis_from_ranks);
         CSPMD_BIND(axis_layout);
         CSPMD_BIND(axis_name_add);
@@ -452,6 +487,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(axes_orthogonal);
         CSPMD_BIND(axes_check_orthogonal);
         CSPMD_BIND(axes_flatten);
+        CSPMD_BIND(axes_sort_outer);
         CSPMD_BIND(axis_le);
         CSPMD_BIND(axis_names_reset);
         CSPMD_BIND(type_make);

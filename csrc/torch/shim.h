@@ -131,6 +131,12 @@ const char *cspmd_tensor_dtype_abbrev(const cspmd_tensor_t *t);
  * "" when Python is not running this thread.  Error path only. */
 size_t cspmd_python_user_frame(char *buf, size_t len);
 
+/* End the current error's context (cspmd_error_context_end) with what only
+ * the shim sees: the autograd node being run and its forward op's line
+ * (cspmd_autograd_node), and the user's line (cspmd_python_user_frame).
+ * Returns status.  Error path only. */
+cspmd_status_t cspmd_error_context_finish(cspmd_status_t status);
+
 
 /* ---- tracing -------------------------------------------------------- */
 

@@ -67,6 +67,12 @@ cspmd_status_t keep_pending(std::exception_ptr e);
 // exception its status maps to (SpmdTypeError, ValueError, ...).
 [[noreturn]] void raise_status(cspmd_status_t st);
 [[noreturn]] void throw_core_error(cspmd_status_t st, const std::string &msg);
+// Throw the thread's current core error: an SpmdTypeError with its fields
+// (msg, context, op, site, operands, ...), else as throw_core_error.
+[[noreturn]] void throw_current_error(cspmd_status_t st);
+// Describe x (dtype, sizes, type) as a plain-tensor argument of the error
+// context being built (cspmd_error_context_tensor).
+void error_context_tensor(const at::Tensor &x);
 // Throw if st is not OK.
 inline void check(cspmd_status_t st) {
     if (st != CSPMD_OK)

@@ -16,4 +16,5 @@ Suite *suite_type_carry(void);
 Suite *suite_view_rules(void);
 Suite *suite_shard_spec(void);
 Suite *suite_global(void);
+Suite *suite_error_context(void);
 #endif

@@ -444,11 +444,21 @@ END_TEST
 START_TEST(test_sort_outer)
 {
     cspmd_axis_t v[4] = {ax1(4, 1), ax1(2, 8), 4000000000u, ax1(2, 4)};
-    cspmdi_axes_sort_outer(v, 4);
+    cspmd_axes_sort_outer(v, 4);
     ck_assert_uint_eq(v[0], ax1(2, 8));
     ck_assert_uint_eq(v[1], ax1(2, 4));
     ck_assert_uint_eq(v[2], ax1(4, 1));
     ck_assert_uint_eq(v[3], 4000000000u);
+    /* equal max strides: by display name, then id */
+    cspmd_axis_t b = ax1(2, 4), a = ax1(4, 4), c = ax1(3, 4);
+    named(a, "zz");
+    named(b, "aa");
+    cspmd_axis_t w[3] = {a, c, b};
+    cspmd_axes_sort_outer(w, 3);
+    ck_assert_str_eq(cspmd_axis_display(w[0], 0), "MeshAxis(3:4)");
+    ck_assert_uint_eq(w[1], b);
+    ck_assert_uint_eq(w[2], a);
+    cspmd_axes_sort_outer(NULL, 3); /* no crash */
 }
 END_TEST
 

@@ -1,6 +1,8 @@
 """reinterpret_mesh end to end; the algorithm's every message is
 pinned in tests/c/test_compat.c."""
 
+import os
+
 import pytest
 import torch
 
@@ -86,6 +88,14 @@ def test_errors(axes):
     assert e.value.msg == ("Axes {dp, cp} would need to be flattened, but dp has type V while cp "
                            "has type R.")
     assert "type: {dp_cp: V}" in e.value.context
+    # described by the core's error context, as an op's error is
+    assert e.value.op == "reinterpret_mesh"
+    assert e.value.site.startswith(os.path.abspath(__file__) + ":")
+    assert e.value.context.endswith(f"\n  at {e.value.site}")
+    tensor, type_ = e.value.operands
+    assert (tensor.name, tensor.shape, tensor.type) == ("tensor", (2,), {dp: V, cp: R})
+    assert (type_.name, type_.text) == ("type", "{dp_cp: V}")
+    assert e.value.__suppress_context__ or e.value.__context__ is None
     assert ltype(x) == {"cp": "R", "dp": "V"}  # unchanged on error
     with pytest.raises(spmd.SpmdTypeError, match="flatten to different rank regions"):
         reinterpret_mesh(spmd.assert_type(torch.randn(2), {A(4, 1): V}), {A(4, 2): V})

@@ -5,6 +5,7 @@ plus a PartitionSpec) becomes a core type id here; the core validates and
 interns it.  Below cspmd.runtime and cspmd.scalar, which both intern.
 """
 
+from . import _errors
 from ._errors import SpmdTypeError
 from ._lib import ops
 from .mesh import MeshAxis, current_mesh, normalize_axis
@@ -67,3 +68,6 @@ def type_to_dict(type_id):
     """``{MeshAxis: R|I|V|P}`` of a core type id."""
     flat = ops.type_entries(type_id)
     return {MeshAxis(flat[i]): ltype_of(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+_errors._decode_type = type_to_dict  # SpmdTypeError.operands[i].type

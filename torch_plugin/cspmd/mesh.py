@@ -302,7 +302,8 @@ def _entry_of(axes):
 
 
 def _outer_first(axes):
-    return sorted(axes, key=lambda a: (-max(a.layout()[1] or (0,)), repr(a)))
+    """The axes outermost first, in the core's one order (cspmd_axes_sort_outer)."""
+    return [MeshAxis(i) for i in ops.axes_sort_outer([a.id for a in axes])]
 
 
 def _resolve_local_axes(local_axes, entry):

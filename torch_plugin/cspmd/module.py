@@ -93,8 +93,7 @@ def annotate_module(module: torch.nn.Module, types: Any, *, default: Any = None)
         try:
             ops.type_refine(ops.get_type(tensor), _type_id(local, tensor.dim(), spec))
         except SpmdTypeError as e:
-            raise type(e)(f"annotate_module: {kind}.{name}: {e.msg}",
-                          context=e.context) from None
+            raise type(e)(f"annotate_module: {kind}.{name}: {e.msg}", **e.fields()) from None
         except (TypeError, ValueError) as e:
             raise type(e)(f"annotate_module: {kind}.{name}: {e}") from None
     for name, tensor, type_ in plan:

@@ -8,12 +8,12 @@ from typing import Any
 
 import torch
 
-from ._codes import TYPE
+from ._codes import STATUS, TYPE
 from ._errors import SpmdTypeError
 from ._lib import ops
 from ._traceback import api_boundary
 from .checker import no_typecheck
-from .mesh import MeshAxis, current_mesh, normalize_axis
+from .mesh import MeshAxis, _outer_first, normalize_axis
 from .runtime import _check_tensor
 from .types import normalize_local_type
 
@@ -45,32 +45,10 @@ def _dst_axes(type_):
                     f"{type(type_).__name__}")
 
 
-def _axis_set_text(axes):
-    axes = sorted(axes, key=lambda a: (-max(a.layout()[1] or (0,)), repr(a)))
-    return "{" + ", ".join(repr(a) for a in axes) + "}"
-
-
-def _tensor_text(t):
-    try:
-        from torch.utils._dtype_abbrs import dtype_abbrs
-        dt = dtype_abbrs.get(t.dtype, str(t.dtype).replace("torch.", ""))
-    except ImportError:  # older torch
-        dt = str(t.dtype).replace("torch.", "")
-    shape = ", ".join(str(s) for s in t.shape)
-    return f"{dt}[{shape}] {ops.type_format(ops.get_type(t))}"
-
-
 def _dst_text(dst):
     if isinstance(dst, dict):
         return "{" + ", ".join(f"{normalize_axis(a)!r}: {t!r}" for a, t in dst.items()) + "}"
-    return "frozenset(" + _axis_set_text(dst) + ")"
-
-
-def _context(tensor, dst):
-    mesh = current_mesh()
-    suffix = "" if mesh is None else f" under mesh {_axis_set_text(mesh)}"
-    return (f"  In reinterpret_mesh(\n    tensor: {_tensor_text(tensor)},\n"
-            f"    type: {_dst_text(dst)},\n  ){suffix}")
+    return "frozenset({" + ", ".join(repr(a) for a in _outer_first(dst)) + "})"
 
 
 @api_boundary
@@ -99,9 +77,12 @@ def reinterpret_mesh(tensor: torch.Tensor, type: Any,  # noqa: A002 (the referen
         dst, dst_id, dst_axes = frozenset(axes), _UNTYPED, [a.id for a in axes]
     src = ops.get_type(tensor)
     try:
-        new = ops.type_reinterpret_mesh(src, dst_id, dst_axes)
+        new, failed = ops.type_reinterpret_mesh(src, dst_id, dst_axes), None
     except SpmdTypeError as e:
-        raise SpmdTypeError(e.msg, context=_context(tensor, dst)) from None
+        new, failed = None, e
+    if failed is not None:  # raised again with the call described, as ops' errors are
+        ops.error_raise(STATUS.ERR_SPMD_TYPE, failed.msg, "reinterpret_mesh", ["tensor", "type"],
+                        [tensor, None], ["", _dst_text(dst)])
     if inplace:
         result = tensor
     else:
