@@ -32,7 +32,11 @@ SKIP = {
 }
 
 # Keyword-only parameters with defaults that cspmd adds (documented there).
-EXTENSIONS = {"typecheck": {"backward"}}
+_ERROR_FIELDS = {"op", "hint", "site", "backward_node", "forward_site", "operands"}
+EXTENSIONS = {"typecheck": {"backward"},
+              # the core's error fields (docs/errors.md)
+              "SpmdTypeError": _ERROR_FIELDS, "RedistributeError": _ERROR_FIELDS,
+              "DTensorPropagationError": _ERROR_FIELDS}
 
 _LITERALS = (type(None), bool, int, float, str)
 
