@@ -366,6 +366,33 @@ CSPMD_API int cspmd_rule_takes_result(cspmd_rule_t rule, int arg);
 /* "LINEAR", "MULTILINEAR", "NONLINEAR", ... (for tests and tracing). */
 CSPMD_API const char *cspmd_rule_name(cspmd_rule_t rule);
 
+/* One row of the op rule table, for tests that check the table against
+ * torch's own schemas and metadata.  Bit i of a mask is schema argument i
+ * of every overload the row covers. */
+typedef struct cspmd_rule_info {
+    const char *name;         /* "aten::gather"; a trailing '*' matches every
+                                 name with that prefix                       */
+    const char *overload;     /* "" the default, "*" every overload without
+                                 a row of its own                            */
+    const char *linearity;    /* cspmd_rule_name()                           */
+    cspmd_rule_kind_t kind;
+    uint64_t operand_args;    /* args whose tensors are operands; 0 = all   */
+    uint64_t coefficient_args; /* P here is an error (for a LINEAR rule the
+                                  fixed coefficients: indices, masks)        */
+    uint64_t scalar_args;     /* Scalar args counted as the weak scalar     */
+    uint64_t zero_free_args;  /* ... except when the number is zero         */
+    uint64_t result_args;     /* written args that take the result; 0 = all */
+    int32_t product_a, product_b, sum_self; /* DECOMPOSED rules:
+                                  LINEAR(MULTILINEAR(a, b), self); else -1   */
+} cspmd_rule_info_t;
+
+/* Rules are ids 0 .. cspmd_rule_count() - 1 (0 is the default for
+ * unknown ops). */
+CSPMD_API int cspmd_rule_count(void);
+/* The row of rule (a FOREACH id gives its element rule's row, kind
+ * FOREACH).  Errors: MISUSE for an unknown id or a NULL out. */
+CSPMD_API cspmd_status_t cspmd_rule_info(cspmd_rule_t rule, cspmd_rule_info_t *out);
+
 /* One operand of an op, in flattened operand order. */
 typedef enum cspmd_operand_kind {
     CSPMD_OPERAND_TENSOR = 0,  /* a tensor (type may be UNTYPED)                */
@@ -378,7 +405,7 @@ typedef struct cspmd_operand {
     cspmd_type_t type;  /* the tensor's type (ignored for SCALAR)        */
     uint16_t arg;       /* schema argument index it came from            */
     uint8_t kind;       /* cspmd_operand_kind_t                          */
-    uint8_t flags;      /* CSPMD_OPERAND_NO_GRAD, or 0                   */
+    uint8_t flags;      /* CSPMD_OPERAND_NO_GRAD | CSPMD_OPERAND_ZERO    */
 } cspmd_operand_t;
 
 /* The operand cannot receive a gradient from this op (it does not require
@@ -387,6 +414,9 @@ typedef struct cspmd_operand {
  * such an R or I operand takes the flavour of the R/I operands that can
  * receive one (R if none can); messages still show its own type. */
 #define CSPMD_OPERAND_NO_GRAD 0x1u
+/* A SCALAR operand whose number is zero: rules that say so count it as no
+ * operand (padding with 0 keeps P; padding with 1 does not). */
+#define CSPMD_OPERAND_ZERO 0x2u
 
 /* Infer the output local type for rule over ops[0..n).  Uses the calling
  * thread's current mesh and strictness.  On a type error returns

@@ -410,6 +410,7 @@ typedef struct view {
     uint64_t argmask;    /* operands whose arg is in the mask belong      */
     uint64_t coefmask;   /* ... and are coefficients when also in this    */
     uint64_t scalarmask; /* SCALAR operands at these args are weak _S     */
+    uint64_t zeromask;   /* ... unless zero (CSPMD_OPERAND_ZERO) here     */
 } view_t;
 
 /* One tensor-like element of a view. */
@@ -547,6 +548,8 @@ static cspmd_status_t infer_view(const view_t *v, int lin, const mesh_info_t *m,
     for (int k = v->has_lead ? -1 : 0; k < v->n; k++) {
         if (k >= 0 && v->ops[k].kind == CSPMD_OPERAND_SCALAR) {
             uint64_t bit = arg_bit(v->ops[k].arg);
+            if ((v->zeromask & bit) && (v->ops[k].flags & CSPMD_OPERAND_ZERO))
+                continue; /* a zero adds nothing to a linear op */
             if ((v->argmask & bit) && (v->scalarmask & bit)) {
                 if (v->coefmask & bit)
                     ncoef_s++;
@@ -731,7 +734,7 @@ static int has_axes(cspmd_type_t t)
 static cspmd_status_t infer_uncached(const cspmdi_rule_t *r, const cspmd_operand_t *ops, int n,
                                      const mesh_info_t *m, cspmd_type_t *out)
 {
-    view_t v = {0, 0, ops, n, ~UINT64_C(0), 0, r->scalar_pos};
+    view_t v = {0, 0, ops, n, ~UINT64_C(0), 0, r->scalar_pos, r->zero_free_pos};
     if (r->operand_pos)
         v.argmask = r->operand_pos;
     if (r->lin == CSPMDI_LIN_LINEAR && !(r->flags & CSPMDI_RF_DECOMP))
@@ -887,7 +890,7 @@ cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
         if (ops[i].kind > CSPMD_OPERAND_TYPED)
             return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: operand %d has bad kind %u",
                                    i, (unsigned)ops[i].kind);
-        if (ops[i].flags & ~CSPMD_OPERAND_NO_GRAD)
+        if (ops[i].flags & ~(CSPMD_OPERAND_NO_GRAD | CSPMD_OPERAND_ZERO))
             return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: operand %d has bad flags %u",
                                    i, (unsigned)ops[i].flags);
         if (ops[i].kind == CSPMD_OPERAND_TENSOR && ops[i].arg >= RULE_ARGS_MAX)

@@ -31,6 +31,14 @@
  *     treats Tensor.to as NONLINEAR, rejecting P.to(bf16)).
  *   - div with rounding_mode (div.Tensor_mode ...) is NONLINEAR (floor and
  *     trunc are not linear); view.dtype (bit reinterpretation) NONLINEAR.
+ *   - Ops torch's derivatives.yaml marks auto_linear (upsample_*, pads,
+ *     avg pools, pixel/channel shuffles, im2col/col2im, _fft_*, the slice
+ *     scatters...) are LINEAR, their backward ops linear in the gradient.
+ *     constant_pad_nd and the fills (masked_fill, index_fill, scatter.value)
+ *     count their value as the weak scalar unless it is 0.  (dev: the
+ *     reference rejects P through them.)  tests/python/
+ *     test_linear_from_torch.py checks the list and every row's argument
+ *     positions against torch's schemas.
  *   - _foreach_<op> ops are FOREACH: element i of the result is inferred
  *     with <op>'s own rule over element i of every list argument (the id
  *     is CSPMDI_FOREACH_BIT | <op>'s id, so no table entry is needed).
@@ -56,37 +64,43 @@ enum { INFER = CSPMD_KIND_INFER, PASS = CSPMD_KIND_PASSTHROUGH, FACT = CSPMD_KIN
 enum { NL = CSPMDI_LIN_NONLINEAR, LI = CSPMDI_LIN_LINEAR, ML = CSPMDI_LIN_MULTILINEAR };
 
 /* LINEAR with weak-scalar positions sp. */
-#define LIN(n, o, sp) {n, o, LI, INFER, 0, -1, -1, -1, sp, 0, 0, 0}
+#define LIN(n, o, sp) {n, o, LI, INFER, 0, -1, -1, -1, sp, 0, 0, 0, 0}
 /* LINEAR in the other operands, coefficients at args cf. */
-#define LINC(n, o, sp, cf) {n, o, LI, INFER, 0, -1, -1, -1, sp, cf, 0, 0}
+#define LINC(n, o, sp, cf) {n, o, LI, INFER, 0, -1, -1, -1, sp, cf, 0, 0, 0}
+/* LINEAR with weak-scalar positions sp, of which zf are no operand when
+ * their number is zero. */
+#define LINZ(n, o, sp, zf) {n, o, LI, INFER, 0, -1, -1, -1, sp, 0, 0, 0, zf}
+/* LINC whose weak scalars at zf are no operand when zero (filling with
+ * 0 keeps P). */
+#define LINCZ(n, o, sp, cf, zf) {n, o, LI, INFER, 0, -1, -1, -1, sp, cf, 0, 0, zf}
 /* MULTILINEAR. */
-#define MUL(n, o) {n, o, ML, INFER, 0, -1, -1, -1, 0, 0, 0, 0}
+#define MUL(n, o) {n, o, ML, INFER, 0, -1, -1, -1, 0, 0, 0, 0, 0}
 /* MULTILINEAR with scalar positions and nonlinear positions. */
-#define MULN(n, o, sp, nl) {n, o, ML, INFER, 0, -1, -1, -1, sp, nl, 0, 0}
+#define MULN(n, o, sp, nl) {n, o, ML, INFER, 0, -1, -1, -1, sp, nl, 0, 0, 0}
 /* NONLINEAR, listed for documentation (same as an unknown op). */
-#define NON(n, o) {n, o, NL, INFER, 0, -1, -1, -1, 0, 0, 0, 0}
+#define NON(n, o) {n, o, NL, INFER, 0, -1, -1, -1, 0, 0, 0, 0, 0}
 /* Backward op: linear in the gradient (arg 0), other args coefficients. */
-#define BWD(n) {n, "*", ML, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, ALL_BUT_0, 0, 0}
+#define BWD(n) {n, "*", ML, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, ALL_BUT_0, 0, 0, 0}
 /* Structural backward op with one tensor (the gradient): LINEAR. */
-#define BWDL(n) {n, "*", LI, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, 0, 0, 0}
+#define BWDL(n) {n, "*", LI, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, 0, 0, 0, 0}
 /* LINEAR(MULTILINEAR(arg a, arg b), arg s), nonlinear positions nl. */
-#define DEC(n, a, b, s, nl) {n, "*", LI, INFER, CSPMDI_RF_DECOMP, a, b, s, 0, nl, 0, 0}
+#define DEC(n, a, b, s, nl) {n, "*", LI, INFER, CSPMDI_RF_DECOMP, a, b, s, 0, nl, 0, 0, 0}
 /* Deterministic factory. */
-#define FAC(n, o, f) {n, o, NL, FACT, f, -1, -1, -1, 0, 0, 0, 0}
-#define FILLR(n, o) {n, o, NL, FILL, 0, -1, -1, -1, 0, 0, 0, 0}
-#define RAND(n, o) {n, o, NL, RFILL, 0, -1, -1, -1, 0, 0, 0, 0}
-#define PASSR(n, o) {n, o, NL, PASS, 0, -1, -1, -1, 0, 0, 0, 0}
+#define FAC(n, o, f) {n, o, NL, FACT, f, -1, -1, -1, 0, 0, 0, 0, 0}
+#define FILLR(n, o) {n, o, NL, FILL, 0, -1, -1, -1, 0, 0, 0, 0, 0}
+#define RAND(n, o) {n, o, NL, RFILL, 0, -1, -1, -1, 0, 0, 0, 0, 0}
+#define PASSR(n, o) {n, o, NL, PASS, 0, -1, -1, -1, 0, 0, 0, 0, 0}
 /* LINEAR over the operands at args op only. */
-#define SRC(n, o, op) {n, o, LI, INFER, 0, -1, -1, -1, 0, 0, op, 0}
+#define SRC(n, o, op) {n, o, LI, INFER, 0, -1, -1, -1, 0, 0, op, 0, 0}
 /* A fused optimizer step, per parameter: linearity lin over the lists at
  * args op; the written lists at args res take the result. */
-#define FUSED(n, lin, op, res) {n, "*", lin, EACH, 0, -1, -1, -1, 0, 0, op, res}
+#define FUSED(n, lin, op, res) {n, "*", lin, EACH, 0, -1, -1, -1, 0, 0, op, res, 0}
 #define ADAM_OPERANDS (B(0) | B(1) | B(2) | B(3) | B(4)) /* param grad m v vmax */
 #define ADAM_RESULTS (B(0) | B(2) | B(3) | B(4))
 
 static const cspmdi_rule_t rules[] = {
     /* 0: the default for unknown ops. */
-    {"", "", NL, INFER, 0, -1, -1, -1, 0, 0, 0, 0},
+    {"", "", NL, INFER, 0, -1, -1, -1, 0, 0, 0, 0, 0},
 
     /* ---- LINEAR: add / sub families (positions 0, 1) ---------------- */
     LIN("aten::add", "*", B(0) | B(1)),
@@ -137,12 +151,10 @@ static const cspmdi_rule_t rules[] = {
     LIN("aten::nanmean", "*", B(0)),
     LIN("aten::cumsum", "*", B(0)),
     LIN("aten::cumsum_", "*", B(0)),
-    LIN("aten::_cumsum", "*", B(0)),
     LIN("aten::trace", "*", B(0)),
     LIN("aten::sum_to_size", "*", B(0)),
     /* ---- LINEAR: concatenation (list at arg 0) ------------------------ */
     LIN("aten::cat", "*", B(0)),
-    LIN("aten::_cat", "*", B(0)),
     LIN("aten::concat", "*", B(0)),
     LIN("aten::concatenate", "*", B(0)),
     LIN("aten::stack", "*", B(0)),
@@ -221,7 +233,11 @@ static const cspmdi_rule_t rules[] = {
     LIN("aten::diag_embed", "*", B(0)),
     LIN("aten::repeat", "*", B(0)),
     LIN("aten::tile", "*", B(0)),
-    LINC("aten::repeat_interleave", "*", B(0), B(1)),
+    /* repeat_interleave(self, repeats, ...): linear in self; the repeats
+     * tensor a coefficient.  repeat_interleave.Tensor(repeats) makes
+     * indices from counts: NONLINEAR (the default). */
+    LINC("aten::repeat_interleave", "self_Tensor", B(0), B(1)),
+    LIN("aten::repeat_interleave", "self_int", B(0)),
     LIN("aten::unfold", "*", B(0)),
     LIN("aten::unfold_copy", "*", B(0)),
     LIN("aten::as_strided", "*", B(0)),
@@ -231,6 +247,53 @@ static const cspmdi_rule_t rules[] = {
     LIN("aten::view_as_complex", "*", B(0)),
     LIN("aten::real", "*", B(0)),
     LIN("aten::imag", "*", B(0)),
+    LIN("aten::_lazy_clone", "*", B(0)),
+    /* ---- LINEAR: resampling, padding, pooling, shuffles, FFTs --------
+     * (torch's derivatives.yaml marks each auto_linear) */
+    LIN("aten::upsample_nearest1d", "*", 0),
+    LIN("aten::upsample_nearest2d", "*", 0),
+    LIN("aten::upsample_nearest3d", "*", 0),
+    LIN("aten::_upsample_nearest_exact1d", "*", 0),
+    LIN("aten::_upsample_nearest_exact2d", "*", 0),
+    LIN("aten::_upsample_nearest_exact3d", "*", 0),
+    LIN("aten::upsample_linear1d", "*", 0),
+    LIN("aten::upsample_bilinear2d", "*", 0),
+    LIN("aten::_upsample_bilinear2d_aa", "*", 0),
+    LIN("aten::upsample_bicubic2d", "*", 0),
+    LIN("aten::_upsample_bicubic2d_aa", "*", 0),
+    LIN("aten::upsample_trilinear3d", "*", 0),
+    /* constant_pad_nd(self, pad, value): padding with 0 is linear; any
+     * other value is the weak scalar, and P + scalar is an error. */
+    LINZ("aten::constant_pad_nd", "*", B(2), B(2)),
+    LIN("aten::reflection_pad1d", "*", 0),
+    LIN("aten::reflection_pad2d", "*", 0),
+    LIN("aten::reflection_pad3d", "*", 0),
+    LIN("aten::replication_pad1d", "*", 0),
+    LIN("aten::replication_pad2d", "*", 0),
+    LIN("aten::replication_pad3d", "*", 0),
+    LIN("aten::_adaptive_avg_pool2d", "*", 0),
+    LIN("aten::_adaptive_avg_pool3d", "*", 0),
+    LIN("aten::avg_pool2d", "*", 0),
+    LIN("aten::avg_pool3d", "*", 0),
+    /* max_unpool(self, indices, output_size): the indices a coefficient. */
+    LINC("aten::max_unpool2d", "*", 0, B(1)),
+    LINC("aten::max_unpool3d", "*", 0, B(1)),
+    LIN("aten::col2im", "*", 0),
+    LIN("aten::im2col", "*", 0),
+    LIN("aten::pixel_shuffle", "*", 0),
+    LIN("aten::pixel_unshuffle", "*", 0),
+    LIN("aten::channel_shuffle", "*", 0),
+    LIN("aten::native_channel_shuffle", "*", 0),
+    LIN("aten::_fft_r2c", "*", 0),
+    LIN("aten::_fft_c2r", "*", 0),
+    LIN("aten::_fft_c2c", "*", 0),
+    /* affine_grid_generator(theta, size, align_corners). */
+    LIN("aten::affine_grid_generator", "*", 0),
+    /* ---- LINEAR jointly in self and src: scatters of a slice ---------- */
+    LIN("aten::slice_scatter", "*", 0),
+    LIN("aten::select_scatter", "*", 0),
+    LIN("aten::diagonal_scatter", "*", 0),
+    LIN("aten::slice_inverse", "*", 0),
     LIN("aten::tril", "*", B(0)),
     LIN("aten::tril_", "*", B(0)),
     LIN("aten::triu", "*", B(0)),
@@ -255,23 +318,30 @@ static const cspmdi_rule_t rules[] = {
     /* index_copy(self, dim, index, source). */
     LINC("aten::index_copy", "*", B(0) | B(3), B(2)),
     LINC("aten::index_copy_", "*", B(0) | B(3), B(2)),
-    /* index_fill(self, dim, index, value). */
-    LINC("aten::index_fill", "*", B(0) | B(3), B(2)),
-    LINC("aten::index_fill_", "*", B(0) | B(3), B(2)),
+    /* index_fill(self, dim, index, value); a fill value of 0 is no
+     * operand (also for scatter's and masked_fill's value). */
+    LINCZ("aten::index_fill", "*", B(0) | B(3), B(2), B(3)),
+    LINCZ("aten::index_fill_", "*", B(0) | B(3), B(2), B(3)),
     /* scatter(self, dim, index, src|value), scatter_add(self, dim, index, src). */
-    LINC("aten::scatter", "*", B(0) | B(3), B(2)),
-    LINC("aten::scatter_", "*", B(0) | B(3), B(2)),
+    LINCZ("aten::scatter", "*", B(0) | B(3), B(2), B(3)),
+    LINCZ("aten::scatter_", "*", B(0) | B(3), B(2), B(3)),
+    /* scatter(..., reduce="multiply") multiplies self by src. */
+    NON("aten::scatter", "reduce"),
+    NON("aten::scatter", "value_reduce"),
+    NON("aten::scatter_", "reduce"),
+    NON("aten::scatter_", "value_reduce"),
     LINC("aten::scatter_add", "*", B(0) | B(3), B(2)),
     LINC("aten::scatter_add_", "*", B(0) | B(3), B(2)),
     /* masked_fill(self, mask, value), masked_scatter(self, mask, source),
      * masked_select(self, mask). */
-    LINC("aten::masked_fill", "*", B(0) | B(2), B(1)),
-    LINC("aten::masked_fill_", "*", B(0) | B(2), B(1)),
+    LINCZ("aten::masked_fill", "*", B(0) | B(2), B(1), B(2)),
+    LINCZ("aten::masked_fill_", "*", B(0) | B(2), B(1), B(2)),
     LINC("aten::masked_scatter", "*", B(0) | B(2), B(1)),
     LINC("aten::masked_scatter_", "*", B(0) | B(2), B(1)),
     LINC("aten::masked_select", "*", B(0), B(1)),
     /* where.self(condition, self, other). */
     LINC("aten::where", "*", B(1) | B(2), B(0)),
+    NON("aten::where", ""), /* where(condition): the indices of nonzeros */
     /* lerp(self, end, weight) = (1 - weight) * self + weight * end:
      * linear in (self, end), the weight a coefficient. */
     LINC("aten::lerp", "*", 0, B(2)),
@@ -313,7 +383,6 @@ static const cspmdi_rule_t rules[] = {
     MUL("aten::einsum", "*"),
     MUL("aten::tensordot", "*"),
     MUL("aten::kron", "*"),
-    MUL("aten::_unsafe_view_mm", "*"),
     /* ---- decompositions: LINEAR(MULTILINEAR(a, b), self) -------------- */
     DEC("aten::addmm", 1, 2, 0, 0),
     DEC("aten::addmm_", 1, 2, 0, 0),
@@ -386,14 +455,40 @@ static const cspmdi_rule_t rules[] = {
     BWD("aten::_adaptive_avg_pool2d_backward"),
     BWD("aten::_adaptive_avg_pool3d_backward"),
     BWD("aten::index_select_backward"),
+    BWD("aten::gather_backward"),
+    BWD("aten::masked_select_backward"),
+    BWD("aten::trace_backward"),
     BWD("aten::_prelu_kernel_backward"),
     BWDL("aten::slice_backward"),
     BWDL("aten::select_backward"),
     BWDL("aten::diagonal_backward"),
     BWDL("aten::unfold_backward"),
     BWDL("aten::as_strided_scatter"),
+    BWDL("aten::upsample_nearest1d_backward"),
     BWDL("aten::upsample_nearest2d_backward"),
+    BWDL("aten::upsample_nearest3d_backward"),
+    BWDL("aten::_upsample_nearest_exact1d_backward"),
+    BWDL("aten::_upsample_nearest_exact2d_backward"),
+    BWDL("aten::_upsample_nearest_exact3d_backward"),
+    BWDL("aten::upsample_linear1d_backward"),
     BWDL("aten::upsample_bilinear2d_backward"),
+    BWDL("aten::_upsample_bilinear2d_aa_backward"),
+    BWDL("aten::upsample_bicubic2d_backward"),
+    BWDL("aten::_upsample_bicubic2d_aa_backward"),
+    BWDL("aten::upsample_trilinear3d_backward"),
+    BWDL("aten::affine_grid_generator_backward"),
+    /* (grad_output, self, ...): self gives the shape, or the max's place. */
+    BWD("aten::reflection_pad1d_backward"),
+    BWD("aten::reflection_pad2d_backward"),
+    BWD("aten::reflection_pad3d_backward"),
+    BWD("aten::replication_pad1d_backward"),
+    BWD("aten::replication_pad2d_backward"),
+    BWD("aten::replication_pad3d_backward"),
+    BWD("aten::max_pool2d_backward"),
+    BWD("aten::adaptive_max_pool2d_backward"),
+    BWD("aten::adaptive_max_pool3d_backward"),
+    BWD("aten::fractional_max_pool2d_backward"),
+    BWD("aten::fractional_max_pool3d_backward"),
     /* ---- forward ops with no linearity (listed for clarity) ----------- */
     NON("aten::native_layer_norm", "*"),
     NON("aten::_fused_rms_norm", "*"),
@@ -432,8 +527,9 @@ static const cspmdi_rule_t rules[] = {
     FAC("aten::logspace", "*", 0),
     FAC("aten::eye", "*", 0),
     FAC("aten::scalar_tensor", "*", 0),
-    FAC("aten::lift_fresh", "*", CSPMDI_RF_FRESH),
-    FAC("aten::lift_fresh_copy", "*", CSPMDI_RF_FRESH),
+    /* A typed tensor passed through lift_fresh keeps its type (LINEAR). */
+    {"aten::lift_fresh", "*", LI, FACT, CSPMDI_RF_FRESH, -1, -1, -1, 0, 0, 0, 0, 0},
+    {"aten::lift_fresh_copy", "*", LI, FACT, CSPMDI_RF_FRESH, -1, -1, -1, 0, 0, 0, 0, 0},
     FAC("aten::zeros_like", "*", 0),
     FAC("aten::ones_like", "*", 0),
     FAC("aten::full_like", "*", 0),
@@ -465,10 +561,6 @@ static const cspmdi_rule_t rules[] = {
     PASSR("aten::is_pinned", "*"),
     PASSR("aten::size", "*"),
     PASSR("aten::stride", "*"),
-    PASSR("aten::numel", "*"),
-    PASSR("aten::dim", "*"),
-    PASSR("aten::storage_offset", "*"),
-    PASSR("aten::is_contiguous", "*"),
     PASSR("aten::is_complex", "*"),
     PASSR("aten::is_floating_point", "*"),
     PASSR("aten::is_conj", "*"),
@@ -633,6 +725,32 @@ cspmd_rule_kind_t cspmd_rule_kind(cspmd_rule_t rule)
         return CSPMD_KIND_FOREACH;
     const cspmdi_rule_t *r = cspmdi_rule_get(rule);
     return r != NULL ? (cspmd_rule_kind_t)r->kind : CSPMD_KIND_INFER;
+}
+
+int cspmd_rule_count(void)
+{
+    return NRULES;
+}
+
+cspmd_status_t cspmd_rule_info(cspmd_rule_t rule, cspmd_rule_info_t *out)
+{
+    const cspmdi_rule_t *r = cspmdi_rule_get(cspmdi_rule_element(rule));
+    if (r == NULL || out == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_rule_info: unknown rule %d", (int)rule);
+    int decomp = (r->flags & CSPMDI_RF_DECOMP) != 0;
+    out->name = r->name;
+    out->overload = r->overload;
+    out->linearity = cspmd_rule_name(rule);
+    out->kind = cspmd_rule_kind(rule);
+    out->operand_args = decomp ? (B(r->dec_a) | B(r->dec_b) | B(r->dec_self)) : r->operand_pos;
+    out->coefficient_args = r->nonlin_pos;
+    out->scalar_args = r->scalar_pos;
+    out->zero_free_args = r->zero_free_pos;
+    out->result_args = r->result_pos;
+    out->product_a = decomp ? r->dec_a : -1;
+    out->product_b = decomp ? r->dec_b : -1;
+    out->sum_self = decomp ? r->dec_self : -1;
+    return CSPMD_OK;
 }
 
 const char *cspmd_rule_name(cspmd_rule_t rule)

@@ -44,6 +44,8 @@ typedef struct cspmdi_rule {
     uint64_t operand_pos;  /* 0 = all args are operands; else only these    */
     uint64_t result_pos;   /* 0 = every written arg takes the result; else
                               only these (FOREACH: the fused optimizers)    */
+    uint64_t zero_free_pos; /* scalar_pos args whose number, when zero, is
+                               no operand (constant_pad_nd's value)         */
 } cspmdi_rule_t;
 
 /* Rule ids with this bit are "_foreach_<op>": element rule = id without it. */

@@ -8,8 +8,9 @@
  * Invariant buffer makes the whole buffer Varying (some elements now
  * differ across ranks) and the reverse keeps it Varying; any other mix --
  * a Partial sum in some elements and not in others, R next to I -- has no
- * type, and the write is an error.  A buffer that requires grad may not
- * change its type at all (as for any in-place op).
+ * type, and the write is an error; so is Partial data written into a tensor
+ * with no type on that axis (the pending sum would be lost).  A buffer that
+ * requires grad may not change its type at all (as for any in-place op).
  */
 #include <string.h>
 
@@ -39,6 +40,20 @@ static cspmd_status_t join(const char *op, cspmd_type_t base, cspmd_type_t writt
     for (int i = 0; i < n; i++) {
         cspmd_ltype_t was = cspmd_type_get(base, axes[i]);
         cspmd_ltype_t now = lts[i];
+        if (was == CSPMD_LT_NONE && now == CSPMD_LT_P) {
+            /* Keeping no type here would drop a pending sum unseen. */
+            if (quiet)
+                return CSPMD_ERR_SPMD_TYPE;
+            char bt[256], wt[256];
+            cspmd_type_format(base, bt, sizeof bt);
+            cspmd_type_format(written, wt, sizeof wt);
+            return cspmd_error_set(
+                CSPMD_ERR_SPMD_TYPE,
+                "%s: writing %s data into part of a %s tensor through a view: the tensor has no "
+                "type on axis %s, so the Partial sum in the written elements would be lost. "
+                "all_reduce the Partial value before storing it, or annotate the whole tensor.",
+                op ? op : "?", wt, bt, cspmd_axis_display(axes[i], 0));
+        }
         if (was == CSPMD_LT_NONE || was == now)
             continue; /* an axis only the written data has: the base keeps none */
         if (!varying_join(was, now)) {

@@ -71,6 +71,8 @@ static void element_operands(const cspmd_args_t *a, list_state_t *ls, int64_t i,
     for (int arg = 0; arg < a->nargs; arg++) {
         if ((a->scalar_args >> arg) & 1u) {
             cspmdk_operand_push(o, CSPMD_TYPE_UNTYPED, arg, CSPMD_OPERAND_SCALAR);
+            if ((a->zero_scalars >> arg) & 1u)
+                o->v[o->n - 1].flags = CSPMD_OPERAND_ZERO;
         } else if (ls->is_list[arg]) {
             const cspmd_tensor_ref_t *r = element_ref(a, ls, arg, i);
             if (r != NULL && !r->out)

@@ -138,6 +138,8 @@ static cspmd_status_t collect_operands(const cspmd_args_t *args, operands_t *o)
     for (int arg = 0; arg < args->nargs; arg++) {
         if (arg < 64 && (args->scalar_args >> arg) & 1u) {
             cspmdk_operand_push(o, CSPMD_TYPE_UNTYPED, arg, CSPMD_OPERAND_SCALAR);
+            if ((args->zero_scalars >> arg) & 1u)
+                o->v[o->n - 1].flags = CSPMD_OPERAND_ZERO;
             continue;
         }
         for (; t < args->ntensors && args->tensors[t].arg == arg; t++) {
@@ -342,34 +344,54 @@ int cspmdk_global_active(void)
  * forward rules reject; recognized on the error path only:
  *  - accumulating a gradient adds a pending sum (P) and a per-rank
  *    contribution (V) to it: retried with V read as P;
- *  - scattering a gradient into a fresh zero buffer in place (index_add_,
- *    scatter_add_, index_put_ of gather/index backward): zeros are every
- *    type at once, so the buffer's own type is left out, and it takes the
- *    result's type.
+ *  - combining a gradient with fresh zeros: scattering it into a zero
+ *    buffer in place (index_add_, scatter_add_, index_put_ of gather/index
+ *    backward), or placing it into zeros (slice_scatter(grad,
+ *    zeros_like(src)) of slice_scatter's backward).  Zeros are every type
+ *    at once, so the zero tensors are left out; a zero buffer written in
+ *    place takes the result's type.
  * If neither applies, the original error is regenerated for the message. */
+
+/* Schema arguments (< 64) whose tensors are all plain (not list) tensors
+ * filled with zeros. */
+static uint64_t zero_args(const cspmd_args_t *args)
+{
+    uint64_t zero = 0, other = 0;
+    for (int i = 0; i < args->ntensors; i++) {
+        const cspmd_tensor_ref_t *r = &args->tensors[i];
+        if (r->arg >= 64 || r->out)
+            continue;
+        uint64_t bit = UINT64_C(1) << r->arg;
+        if (r->elem < 0 && !(other & bit) && cspmd_tensor_is_zero(r->tensor))
+            zero |= bit;
+        else
+            other |= bit;
+    }
+    return zero & ~other;
+}
+
 static cspmd_status_t retry_in_backward(cspmd_rule_t rule, const cspmd_args_t *args,
                                         const cspmd_operand_t *ops, int n, cspmd_type_t *out,
                                         int *zero_self)
 {
     cspmd_infer_backward_relax(1);
     cspmd_status_t st = cspmd_infer(rule, ops, n, out);
-    if (st != CSPMD_OK) {
-        int self = -1;
-        for (int i = 0; i < args->ntensors; i++)
-            if (args->tensors[i].arg == 0 && args->tensors[i].written)
-                self = i;
-        if (self >= 0 && cspmd_tensor_is_zero(args->tensors[self].tensor)) {
-            operands_t rest;
-            cspmdk_operands_init(&rest);
-            if (cspmdk_operands_reserve(&rest, n) == CSPMD_OK) {
-                for (int i = 0; i < n; i++)
-                    if (!(ops[i].arg == 0 && ops[i].kind == CSPMD_OPERAND_TENSOR))
-                        rest.v[rest.n++] = ops[i];
-                st = cspmd_infer(rule, rest.v, rest.n, out);
-                *zero_self = st == CSPMD_OK;
-            }
-            cspmdk_operands_free(&rest);
+    uint64_t zero = st != CSPMD_OK ? zero_args(args) : 0;
+    if (zero != 0) {
+        operands_t rest;
+        cspmdk_operands_init(&rest);
+        if (cspmdk_operands_reserve(&rest, n) == CSPMD_OK) {
+            for (int i = 0; i < n; i++)
+                if (!(ops[i].kind == CSPMD_OPERAND_TENSOR && ops[i].arg < 64 &&
+                      ((zero >> ops[i].arg) & 1u)))
+                    rest.v[rest.n++] = ops[i];
+            st = cspmd_infer(rule, rest.v, rest.n, out);
+            int self_written = 0;
+            for (int i = 0; i < args->ntensors; i++)
+                self_written |= args->tensors[i].arg == 0 && args->tensors[i].written;
+            *zero_self = st == CSPMD_OK && self_written && (zero & 1u);
         }
+        cspmdk_operands_free(&rest);
     }
     cspmd_infer_backward_relax(0);
     if (st != CSPMD_OK)

@@ -247,10 +247,24 @@ static bool is_number_arg(const c10::Argument *s) {
     return list && list->getElementType()->kind() == c10::TypeKind::NumberType;
 }
 
+// A plain number equal to zero (a Scalar argument's value).
+static bool is_zero_number(const c10::IValue &v) {
+    if (v.isInt())
+        return v.toInt() == 0;
+    if (v.isDouble())
+        return v.toDouble() == 0.0;
+    if (v.isBool())
+        return !v.toBool();
+    if (v.isComplexDouble())
+        return v.toComplexDouble() == c10::complex<double>(0.0, 0.0);
+    return false;
+}
+
 static void args_init(cspmd_args_t *a) {
     a->nargs = 0;
     a->grad_enabled = 0;
     a->scalar_args = 0;
+    a->zero_scalars = 0;
     a->ntensors = 0;
     a->cap = CSPMD_ARGS_INLINE;
     a->tensors = a->inline_refs;
@@ -266,6 +280,8 @@ static void read_values(cspmd_args_t *a, const c10::IValue *first, size_t n,
             add_tensor(a, v.toTensor(), static_cast<int>(i), s, -1);
         } else if (is_number_arg(s) && i < 64) {
             a->scalar_args |= uint64_t{1} << i;
+            if (is_zero_number(v))
+                a->zero_scalars |= uint64_t{1} << i;
         } else if (v.isTensorList() || v.isList()) {
             int32_t k = 0;
             for (const c10::IValue &e : v.toListRef()) {

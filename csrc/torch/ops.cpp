@@ -368,6 +368,51 @@ std::string shard_rule_name(const std::string &name, const std::string &overload
     return cspmd_shard_rule_name(cspmd_shard_rule_find(name.c_str(), overload.c_str()));
 }
 
+// ---- the op rule table (tests check it against torch's schemas) -------
+
+int64_t rule_count() { return cspmd_rule_count(); }
+
+int64_t rule_find(const std::string &name, const std::string &overload) {
+    return cspmd_rule_find(name.c_str(), overload.c_str());
+}
+
+// (name, overload, linearity, kind, operand, coefficient, scalar,
+//  zero_free, result masks, product_a, product_b, sum_self)
+std::tuple<std::string, std::string, std::string, int64_t, uint64_t, uint64_t, uint64_t,
+           uint64_t, uint64_t, int64_t, int64_t, int64_t>
+rule_info(int64_t rule) {
+    cspmd_rule_info_t r;
+    if (rule < INT32_MIN || rule > INT32_MAX)
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd_rule_info: unknown rule");
+    check(cspmd_rule_info(static_cast<cspmd_rule_t>(rule), &r));
+    return {r.name,           r.overload,         r.linearity,   static_cast<int64_t>(r.kind),
+            r.operand_args,   r.coefficient_args, r.scalar_args, r.zero_free_args,
+            r.result_args,    r.product_a,        r.product_b,   r.sum_self};
+}
+
+// cspmd_infer over operands given as parallel lists (schema argument index,
+// operand kind, type id, flags): the output type id, or the core's error.
+int64_t rule_infer(int64_t rule, IntList args, IntList kinds, IntList types, IntList flags) {
+    size_t n = args.size();
+    if (kinds.size() != n || types.size() != n || flags.size() != n)
+        throw_core_error(CSPMD_ERR_VALUE, "rule_infer: the operand lists differ in length");
+    std::vector<cspmd_operand_t> ops(n);
+    for (size_t i = 0; i < n; i++) {
+        if (args[i] < 0 || args[i] > UINT16_MAX || kinds[i] < 0 || kinds[i] > 2 ||
+            flags[i] < 0 || flags[i] > 255)
+            throw_core_error(CSPMD_ERR_VALUE, "rule_infer: operand out of range");
+        ops[i].arg = static_cast<uint16_t>(args[i]);
+        ops[i].kind = static_cast<uint8_t>(kinds[i]);
+        ops[i].type = to_type(types[i]);
+        ops[i].flags = static_cast<uint8_t>(flags[i]);
+    }
+    if (rule < INT32_MIN || rule > INT32_MAX)
+        throw_core_error(CSPMD_ERR_MISUSE, "rule_infer: unknown rule");
+    cspmd_type_t out;
+    check(cspmd_infer(static_cast<cspmd_rule_t>(rule), ops.data(), static_cast<int>(n), &out));
+    return out;
+}
+
 std::vector<int64_t> checker_state() {
     return {cspmd_checker_enabled(), cspmd_checker_strict(), key_enabled() ? 1 : 0};
 }
@@ -526,6 +571,10 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(checker_local);
         CSPMD_BIND(mesh_set_local_axes);
         CSPMD_BIND(shard_rule_name);
+        CSPMD_BIND(rule_count);
+        CSPMD_BIND(rule_find);
+        CSPMD_BIND(rule_info);
+        CSPMD_BIND(rule_infer);
         CSPMD_BIND(register_explicit);
         CSPMD_BIND(trace_set);
         CSPMD_BIND(trace_enabled);

@@ -75,6 +75,7 @@ typedef struct cspmd_args {
                                    autograd engine runs a backward           */
     uint64_t scalar_args;       /* bit i: argument i is a Scalar or a list of
                                    Scalars (i < 64)                          */
+    uint64_t zero_scalars;      /* bit i: argument i is a Scalar equal to 0  */
     int ntensors;               /* tensors found, in argument order          */
     int cap;                    /* capacity of tensors                       */
     cspmd_tensor_ref_t *tensors; /* inline_refs, or a heap array            */

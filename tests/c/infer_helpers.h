@@ -81,6 +81,13 @@ static inline cspmd_operand_t SCA(int arg)
     return o;
 }
 
+/* A Scalar argument equal to zero. */
+static inline cspmd_operand_t ZERO(int arg)
+{
+    cspmd_operand_t o = {0, (uint16_t)arg, CSPMD_OPERAND_SCALAR, CSPMD_OPERAND_ZERO};
+    return o;
+}
+
 static inline cspmd_operand_t TYP(cspmd_type_t t, int arg)
 {
     cspmd_operand_t o = {t, (uint16_t)arg, CSPMD_OPERAND_TYPED, 0};

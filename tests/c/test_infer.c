@@ -419,6 +419,13 @@ START_TEST(test_coefficients)
     INFER_ERR("aten::masked_fill", "Scalar", CSPMD_ERR_SPMD_TYPE, "linear op", TEN(tt(LP), 0),
               TEN(tt(LR), 1), SCA(2));
     INFER_OK("aten::masked_fill", "Scalar", tt(LV), TEN(tt(LR), 0), TEN(tt(LV), 1), SCA(2));
+    /* ... but filling with 0 keeps P (the kernel flags a zero number) */
+    INFER_OK("aten::masked_fill", "Scalar", tt(LP), TEN(tt(LP), 0), TEN(tt(LR), 1), ZERO(2));
+    INFER_OK("aten::index_fill", "int_Scalar", tt(LP), TEN(tt(LP), 0), TEN(tt(LR), 2), ZERO(3));
+    INFER_OK("aten::scatter", "value", tt(LP), TEN(tt(LP), 0), TEN(tt(LR), 2), ZERO(3));
+    /* scatter with reduce="multiply" is not linear */
+    INFER_ERR("aten::scatter", "reduce", CSPMD_ERR_SPMD_TYPE, "non-linear", TEN(tt(LP), 0),
+              TEN(tt(LR), 2), TEN(tt(LP), 3));
     /* where(cond, self, other): linear in (self, other) jointly */
     INFER_OK("aten::where", "self", tt(LP), TEN(tt(LR), 0), TEN(tt(LP), 1), TEN(tt(LP), 2));
     INFER_ERR("aten::where", "self", CSPMD_ERR_SPMD_TYPE, "Found types: [P, R]", TEN(tt(LR), 0),
@@ -428,6 +435,44 @@ START_TEST(test_coefficients)
     INFER_OK("aten::index_put_", "", tt(LP), TEN(tt(LP), 0), TEN(tt(LR), 1), TEN(tt(LP), 2));
     INFER_ERR("aten::index_put_", "", CSPMD_ERR_SPMD_TYPE, "linear op", TEN(tt(LP), 0),
               TEN(tt(LR), 1), TEN(tt(LR), 2));
+}
+END_TEST
+
+/* Ops torch's derivatives.yaml marks linear (tests/python/
+ * test_linear_from_torch.py cross-checks the whole list). */
+START_TEST(test_torch_linear_ops)
+{
+    INFER_OK("aten::upsample_nearest2d", "", tt(LP), TEN(tt(LP), 0));
+    INFER_OK("aten::upsample_bilinear2d", "vec", tt(LP), TEN(tt(LP), 0));
+    INFER_OK("aten::avg_pool2d", "", tt(LP), TEN(tt(LP), 0));
+    INFER_OK("aten::_adaptive_avg_pool2d", "", tt(LP), TEN(tt(LP), 0));
+    INFER_OK("aten::reflection_pad2d", "", tt(LP), TEN(tt(LP), 0));
+    INFER_OK("aten::_fft_r2c", "", tt(LP), TEN(tt(LP), 0));
+    INFER_OK("aten::_fft_c2c", "", tt(LP), TEN(tt(LP), 0));
+    INFER_OK("aten::pixel_shuffle", "", tt(LP), TEN(tt(LP), 0));
+    INFER_OK("aten::im2col", "", tt(LP), TEN(tt(LP), 0));
+    /* constant_pad_nd(self, pad, value): a zero value keeps P, another is
+     * the weak scalar (P + scalar is an error) */
+    INFER_OK("aten::constant_pad_nd", "", tt(LP), TEN(tt(LP), 0), ZERO(2));
+    INFER_ERR("aten::constant_pad_nd", "", CSPMD_ERR_SPMD_TYPE, "linear op", TEN(tt(LP), 0),
+              SCA(2));
+    INFER_OK("aten::constant_pad_nd", "", tt(LR), TEN(tt(LR), 0), SCA(2));
+    /* scatters of a slice: linear in self and src jointly */
+    INFER_OK("aten::slice_scatter", "", tt(LP), TEN(tt(LP), 0), TEN(tt(LP), 1));
+    INFER_ERR("aten::slice_scatter", "", CSPMD_ERR_SPMD_TYPE, "Found types: [P, R]",
+              TEN(tt(LP), 0), TEN(tt(LR), 1));
+    INFER_OK("aten::select_scatter", "", tt(LV), TEN(tt(LR), 0), TEN(tt(LV), 1));
+    /* max_unpool2d(self, indices, ...): the indices a coefficient */
+    INFER_OK("aten::max_unpool2d", "", tt(LP), TEN(tt(LP), 0), TEN(tt(LR), 1));
+    INFER_ERR("aten::max_unpool2d", "", CSPMD_ERR_SPMD_TYPE, "nonlinear argument",
+              TEN(tt(LR), 0), TEN(tt(LP), 1));
+    /* backward ops: linear in the gradient, the saved input a coefficient */
+    INFER_OK("aten::reflection_pad2d_backward", "", tt(LP), TEN(tt(LP), 0), TEN(tt(LR), 1));
+    INFER_OK("aten::upsample_nearest1d_backward", "", tt(LP), TEN(tt(LP), 0));
+    INFER_ERR("aten::adaptive_max_pool2d_backward", "", CSPMD_ERR_SPMD_TYPE,
+              "nonlinear argument", TEN(tt(LR), 0), TEN(tt(LP), 1), TEN(tt(LR), 2));
+    /* a typed tensor through lift_fresh keeps its type */
+    INFER_OK("aten::lift_fresh", "", tt(LP), TEN(tt(LP), 0));
 }
 END_TEST
 
@@ -754,6 +799,7 @@ Suite *suite_infer(void)
     tcase_add_test(tc, test_division);
     tcase_add_test(tc, test_backward_ops);
     tcase_add_test(tc, test_coefficients);
+    tcase_add_test(tc, test_torch_linear_ops);
     tcase_add_test(tc, test_addmm_decomposition);
     tcase_add_test(tc, test_factories);
     tcase_add_test(tc, test_fills);

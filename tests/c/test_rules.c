@@ -51,6 +51,11 @@ START_TEST(test_observed_transformer_ops)
     NON_("aten::gelu", "");
     MUL_("aten::gelu_backward", "");
     expect("aten::lift_fresh", "", "FACTORY", CSPMD_KIND_FACTORY);
+    NON_("aten::scatter", "reduce");
+    LIN_("aten::scatter", "src");
+    LIN_("aten::upsample_nearest2d", "vec");
+    LIN_("aten::_fft_c2r", "");
+    MUL_("aten::replication_pad1d_backward", "");
     LIN_("aten::mean", "");
     LIN_("aten::mean", "dim");
     MUL_("aten::mm", "");
@@ -249,6 +254,39 @@ START_TEST(test_table_consistency)
 }
 END_TEST
 
+/* cspmd_rule_info describes each row by schema argument masks. */
+START_TEST(test_rule_info)
+{
+    ck_assert_int_gt(cspmd_rule_count(), 300);
+    cspmd_rule_info_t info;
+    ck_assert_int_eq(cspmd_rule_info(cspmd_rule_find("aten::gather", ""), &info), CSPMD_OK);
+    ck_assert_str_eq(info.name, "aten::gather");
+    ck_assert_str_eq(info.overload, "*");
+    ck_assert_str_eq(info.linearity, "LINEAR");
+    ck_assert_uint_eq(info.coefficient_args, 1u << 2); /* index */
+    ck_assert_int_eq(info.product_a, -1);
+    ck_assert_int_eq(cspmd_rule_info(cspmd_rule_find("aten::addmm", ""), &info), CSPMD_OK);
+    ck_assert_str_eq(info.linearity, "DECOMPOSED");
+    ck_assert_int_eq(info.product_a, 1);
+    ck_assert_int_eq(info.product_b, 2);
+    ck_assert_int_eq(info.sum_self, 0);
+    ck_assert_uint_eq(info.operand_args, 7u);
+    ck_assert_int_eq(cspmd_rule_info(cspmd_rule_find("aten::constant_pad_nd", ""), &info),
+                     CSPMD_OK);
+    ck_assert_uint_eq(info.zero_free_args, 1u << 2);
+    /* a list op gives its element rule's row */
+    ck_assert_int_eq(cspmd_rule_info(cspmd_rule_find("aten::_foreach_add_", "List"), &info),
+                     CSPMD_OK);
+    ck_assert_str_eq(info.name, "aten::add_");
+    ck_assert_int_eq(info.kind, CSPMD_KIND_FOREACH);
+    ck_assert_int_eq(cspmd_rule_info(0, &info), CSPMD_OK);
+    ck_assert_str_eq(info.linearity, "NONLINEAR");
+    ck_assert_int_eq(cspmd_rule_info(-1, &info), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_rule_info(cspmd_rule_count(), &info), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_rule_info(1, NULL), CSPMD_ERR_MISUSE);
+}
+END_TEST
+
 Suite *suite_rules(void)
 {
     Suite *s = suite_create("rules");
@@ -259,6 +297,7 @@ Suite *suite_rules(void)
     tcase_add_test(tc, test_foreach_rules);
     tcase_add_test(tc, test_lookup_edges);
     tcase_add_test(tc, test_table_consistency);
+    tcase_add_test(tc, test_rule_info);
     suite_add_tcase(s, tc);
     return s;
 }

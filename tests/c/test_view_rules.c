@@ -67,6 +67,25 @@ START_TEST(test_write_refusals_name_op_axis_and_types)
                      CSPMD_ERR_SPMD_TYPE);
     ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "requires grad"));
     ck_assert_int_eq(cspmd_type_join_view_write("x", 999999, rr, 0, &out), CSPMD_ERR_MISUSE);
+    /* P into a tensor with no type on the axis: the pending sum would be
+     * lost (a buffer made without a mesh is {}) */
+    cspmd_type_t p_only = 0;
+    cspmd_axis_t tp[1] = {TP};
+    cspmd_ltype_t lp[1] = {CSPMD_LT_P};
+    ck_assert_int_eq(cspmd_type_make(tp, lp, 1, NULL, &p_only), CSPMD_OK);
+    out = 12345;
+    ck_assert_int_eq(cspmd_type_join_view_write("aten::copy_", CSPMD_TYPE_EMPTY, p_only, 0, &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "no type on axis tp"));
+    ck_assert_int_eq(out, 12345);
+    ck_assert_uint_eq(cspmd_type_view_read(CSPMD_TYPE_EMPTY, p_only), CSPMD_TYPE_EMPTY);
+    /* V into it keeps the tensor's own (absent) type, as before */
+    cspmd_ltype_t lv[1] = {CSPMD_LT_V};
+    cspmd_type_t v_only = 0;
+    ck_assert_int_eq(cspmd_type_make(tp, lv, 1, NULL, &v_only), CSPMD_OK);
+    ck_assert_int_eq(cspmd_type_join_view_write("aten::copy_", CSPMD_TYPE_EMPTY, v_only, 0, &out),
+                     CSPMD_OK);
+    ck_assert_uint_eq(out, CSPMD_TYPE_EMPTY);
 }
 END_TEST
 
