@@ -152,23 +152,57 @@ bool global_active() {
 }
 } // namespace
 
+namespace {
+at::Tensor call_collective(const at::Tensor &x, int64_t op, const std::string &group, int64_t axis,
+                           IntList types, IntList dims, IntList sizes_a, IntList sizes_b,
+                           IntList dtypes, bool expert, bool inplace);
+
+// x is V on axis (a V input that a reduction's src=P reads as P).
+bool varying_on(const at::Tensor &x, int64_t axis) {
+    cspmd_type_t in = impl_get_type(x.unsafeGetTensorImpl());
+    return in != CSPMD_TYPE_UNTYPED &&
+           cspmd_type_get(in, static_cast<cspmd_axis_t>(axis)) == CSPMD_LT_V;
+}
+
+const std::vector<int64_t> kNoDims{-1, -1}, kNoSizes{}, kNoDtypes{-1, -1};
+
+// reinterpret(x, axis, src, dst) as a full call (recorded by autograd).
+at::Tensor reinterpret_call(const at::Tensor &x, const std::string &group, int64_t axis,
+                            cspmd_ltype_t src, cspmd_ltype_t dst) {
+    std::vector<int64_t> types{src, -1, dst, -1};
+    return call_collective(x, CSPMD_COLL_REINTERPRET, group, axis, types, kNoDims, kNoSizes,
+                           kNoSizes, kNoDtypes, true, false);
+}
+} // namespace
+
 // A conversion whose src and dst agree changes nothing, but its input must
-// still be src on a known axis: checked like any collective's input.
-void collective_check_input(const at::Tensor &x, std::string fn, int64_t axis, int64_t src_lt,
-                            int64_t src_dim) {
+// still be src on a known axis: checked like any collective's input.  The
+// result takes the type the core gives it; where that differs from x's own
+// (x accepted by a coercion) it is a new tensor, so x keeps its type: V read
+// as P is reinterpret(V, P) (its gradient comes back V), and R and I taken
+// for each other (x takes no gradient) an alias.
+at::Tensor collective_check_input(const at::Tensor &x, std::string fn, std::string group,
+                                  int64_t axis, int64_t src_lt, int64_t src_dim) {
     if (!key_enabled())
-        return;
-    cspmd_type_t ignored;
+        return x;
+    cspmd_type_t out;
     cspmd_ctype_t src = ctype(src_lt, src_dim);
     cspmd_type_t in = impl_get_type(x.unsafeGetTensorImpl());
     cspmd_status_t st = cspmd_coll_infer_input(fn.c_str(), static_cast<cspmd_axis_t>(axis),
                                                src.ltype, src.ltype, in, input_no_grad(x),
-                                               &ignored);
+                                               &out);
     if (st == CSPMD_OK && global_active())
-        st = cspmd_global_coll(fn.c_str(), static_cast<cspmd_axis_t>(axis), src, src, in, in,
-                               static_cast<int>(x.dim()), &ignored);
+        st = cspmd_global_coll(fn.c_str(), static_cast<cspmd_axis_t>(axis), src, src, in, out,
+                               static_cast<int>(x.dim()), &out);
     if (st != CSPMD_OK)
         raise_with_context(st, fn.c_str(), x, static_cast<cspmd_axis_t>(axis), src, src);
+    if (out == in || in == CSPMD_TYPE_UNTYPED)
+        return x;
+    if (src.ltype == CSPMD_LT_P && varying_on(x, axis))
+        return reinterpret_call(x, group, axis, CSPMD_LT_V, CSPMD_LT_P);
+    at::Tensor y = x.alias();
+    impl_set_type(y.unsafeGetTensorImpl(), out);
+    return y;
 }
 
 namespace {
@@ -183,8 +217,8 @@ at::Tensor collective_impl(const at::Tensor &x, int64_t op, std::string group, i
     Resolved r = resolve(op, types, dims, !sizes_a.empty() || !sizes_b.empty(), expert);
     const char *fn = cspmd_coll_name(static_cast<cspmd_coll_t>(op));  // as called
     if (r.noop) {
-        collective_check_input(x, fn, axis, r.src.ltype, r.src.shard_dim);
-        return x.alias();
+        at::Tensor y = collective_check_input(x, fn, group, axis, r.src.ltype, r.src.shard_dim);
+        return y.is_same(x) ? x.alias() : y;
     }
     auto dt = resolve_dtypes(r, x, dtypes, false);
     bool checking = key_enabled();
@@ -274,6 +308,10 @@ struct CollectiveFn : torch::autograd::Function<CollectiveFn> {
             bwd.src.shard_dim, bwd.dst.ltype, bwd.dst.shard_dim, bwd.dim_a,
             bwd.dim_b,        static_cast<int64_t>(x.scalar_type())};
         ctx->saved_data["group"] = group;
+        // A V input read as P (src=P): the gradient the backward call gives
+        // is that of a P input (R); reinterpret(R, V) makes it x's dual.
+        ctx->saved_data["v_as_p"] = !r.noop && r.src.ltype == CSPMD_LT_P && key_enabled() &&
+                                    varying_on(x, axis);
         if (bsizes == CSPMD_COLL_SIZES_CHUNKS) {
             int64_t rank = 0, ws = 1, off = 0, len = 0;
             check(cspmd_group_info(group.c_str(), &rank, &ws));
@@ -322,8 +360,11 @@ struct CollectiveFn : torch::autograd::Function<CollectiveFn> {
         if (bdt[1] < 0)
             bdt[1] = p[9];
         std::vector<int64_t> btypes{p[3], p[4], p[5], p[6]}, bdims{p[7], p[8]};
-        out[0] = call_collective(grads[0], p[2], ctx->saved_data["group"].toStringRef(), p[1],
-                                 btypes, bdims, sa, sb, bdt, true, false);
+        const std::string &group = ctx->saved_data["group"].toStringRef();
+        out[0] = call_collective(grads[0], p[2], group, p[1], btypes, bdims, sa, sb, bdt, true,
+                                 false);
+        if (ctx->saved_data["v_as_p"].toBool() && key_enabled())
+            out[0] = reinterpret_call(out[0], group, p[1], CSPMD_LT_R, CSPMD_LT_V);
         return out;
     }
 };

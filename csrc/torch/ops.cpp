@@ -262,6 +262,15 @@ bool coll_noop(int64_t op, int64_t src_lt, int64_t src_dim, int64_t dst_lt, int6
     cspmd_ctype_t dst{static_cast<cspmd_ltype_t>(dst_lt), static_cast<int32_t>(dst_dim)};
     return cspmd_coll_noop(static_cast<cspmd_coll_t>(op), src, dst) != 0;
 }
+// The (src, dst) rules of a collective's arguments (ValueError on a bad pair).
+void coll_validate(int64_t op, int64_t src_lt, int64_t src_dim, int64_t dst_lt, int64_t dst_dim,
+                   bool expert) {
+    if (op < 0 || op >= CSPMD_COLL_COUNT)
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: collective code out of range");
+    cspmd_ctype_t src{static_cast<cspmd_ltype_t>(src_lt), static_cast<int32_t>(src_dim)};
+    cspmd_ctype_t dst{static_cast<cspmd_ltype_t>(dst_lt), static_cast<int32_t>(dst_dim)};
+    check(cspmd_coll_validate(static_cast<cspmd_coll_t>(op), src, dst, expert ? 1 : 0));
+}
 int64_t type_local(int64_t type) { return cspmd_type_local(to_type(type)); }
 
 void pending_scalars(IntList types) {
@@ -545,6 +554,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(spec_from_shards);
         CSPMD_BIND(dtype_code);
         CSPMD_BIND(coll_noop);
+        CSPMD_BIND(coll_validate);
         CSPMD_BIND(type_mutate);
         CSPMD_BIND(type_reinterpret_no_grad);
         CSPMD_BIND(type_merge_scalars);

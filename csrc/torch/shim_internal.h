@@ -30,10 +30,14 @@ void key_set_enabled(bool on);
 bool key_paused();
 bool key_pause(bool paused);
 
-// Check (when checking) that x is src on axis, for a conversion that
-// changes nothing; raises the collective's type error (collective_autograd.cpp).
-void collective_check_input(const at::Tensor &x, std::string fn, int64_t axis, int64_t src_lt,
-                            int64_t src_dim);
+// A conversion that changes nothing (collective_autograd.cpp): checks (when
+// checking) that x is src on axis, raising the collective's type error;
+// returns x itself, or, where x was accepted as src by a coercion, a new
+// tensor typed as the core says the result is (x keeps its own type):
+// reinterpret(x, V, P) for V read as P, an alias for R and I taken for
+// each other.
+at::Tensor collective_check_input(const at::Tensor &x, std::string fn, std::string group,
+                                  int64_t axis, int64_t src_lt, int64_t src_dim);
 
 // Turns the key off for a scope (ops run inside are not checked).
 struct KeyOff {

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from ._codes import COLL, LT
+from ._errors import SpmdTypeError
 from ._lib import collective, ops as _ops
 from .mesh import MeshAxis, process_group_for
 from .types import I, P, PerMeshAxisLocalSpmdType, R, Shard, V
@@ -60,7 +61,6 @@ def _ctype(t, x, fn, what):
     if c is not None:
         return c
     if isinstance(t, Shard):
-        from ._errors import SpmdTypeError
         raise SpmdTypeError(f"{fn}: {what}=S({t.dim}) is out of range for a tensor with "
                             f"{x.dim()} dims")
     raise ValueError(f"{fn} {what} must be one of R, I, V, P or S(i), got {t!r}")
@@ -169,13 +169,36 @@ def _group(axis):
     return info
 
 
+# The arguments whose S(i) the reference checks against the tensor's dims
+# before the collective's (src, dst) rules; for the others a pair the
+# collective never takes is reported first.
+_SHARD_RANGE_FIRST = {COLL.ALL_REDUCE: (), COLL.ALL_GATHER: ("src",),
+                      COLL.REDUCE_SCATTER: ("dst",)}
+
+
+def _shard_range_error_order(op, src, dst, x, expert):
+    """On an S(i) out of range: raise the pair's ValueError instead where
+    the reference checks the pair first."""
+    first = _SHARD_RANGE_FIRST.get(op, ("src", "dst"))
+    for t, what in ((src, "src"), (dst, "dst")):
+        if what in first and isinstance(t, Shard) and _ctype_or_none(t, x.dim()) is None:
+            return
+    s, d = _ctype_or_none(src, 1 << 20), _ctype_or_none(dst, 1 << 20)
+    if s is not None and d is not None:
+        _ops.coll_validate(op, s[0], s[1], d[0], d[1], bool(expert))
+
+
 def _run(fn, op, x, axis, src, dst, *, dims=(None, None), dim_names=("dim", "dim"),
          ndim_extra=0, sizes_a=None,
          sizes_b=None, op_dtype=None, out_dtype=None, backward_options=None, expert=False,
          inplace=False):
     _check_tensor(x, fn)
     group, axis_id = _group(axis)
-    types = _ctype(src, x, fn, "src") + _ctype(dst, x, fn, "dst")
+    try:
+        types = _ctype(src, x, fn, "src") + _ctype(dst, x, fn, "dst")
+    except SpmdTypeError:
+        _shard_range_error_order(op, src, dst, x, expert)
+        raise
     if op_dtype is None and out_dtype is None and backward_options is None:
         dtypes, bad_options = _NO_DTYPES, ""
     else:
@@ -193,12 +216,27 @@ def _run(fn, op, x, axis, src, dst, *, dims=(None, None), dim_names=("dim", "dim
 
 def _unchanged(fn, x, axis, src, dst):
     """A conversion whose src and dst agree: x itself, once the axis, both
-    types and x's type on the axis (src) are checked like any collective's."""
-    _, axis_id = _group(axis)
+    types and x's type on the axis (src) are checked like any collective's;
+    a new tensor typed dst on the axis where x was accepted as src by a
+    coercion (V read as P: reinterpret(x, V, P); R and I for each other
+    without a gradient: an alias)."""
+    group, axis_id = _group(axis)
     lt, dim = _ctype(src, x, fn, "src")
     _ctype(dst, x, fn, "dst")
-    _ops.collective_check_input(x, fn, axis_id, lt, dim)
-    return x
+    return _ops.collective_check_input(x, fn, group, axis_id, lt, dim)
+
+
+def _varying_as_partial(fn, op, x, axis, dst):
+    """A reduction's src=V: its arguments checked first and x's type named
+    under the reduction's own name, as the reference orders them; then V is
+    reinterpreted as P."""
+    if not torch.compiler.is_compiling():  # (Dynamo cannot trace calls into _C)
+        _check_tensor(x, fn)
+        group, axis_id = _group(axis)
+        dst_code = _ctype_or_none(dst, 1 << 20) or _ctype(dst, x, fn, "dst")
+        _ops.coll_validate(op, LT.P, -1, dst_code[0], dst_code[1], False)
+        _ops.collective_check_input(x, fn, group, axis_id, LT.V, -1)
+    return reinterpret(x, axis, src=V, dst=P)
 
 
 def all_reduce(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any, inplace: bool = False,
@@ -214,7 +252,7 @@ def all_reduce(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any, inplace: b
         raise ValueError("inplace=True does not support op_dtype or out_dtype: the result is "
                          "written into the input's storage")
     if src is V:
-        x = reinterpret(x, axis, src=V, dst=P)
+        x = _varying_as_partial("all_reduce", COLL.ALL_REDUCE, x, axis, dst)
         src = P
     return _run("all_reduce", COLL.ALL_REDUCE, x, axis, src, dst, op_dtype=op_dtype,
                 out_dtype=out_dtype, backward_options=backward_options, inplace=inplace)
@@ -248,7 +286,7 @@ def reduce_scatter(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any = V,
     >>> y = reduce_scatter(x, tp, src=P, dst=S(0))  # doctest: +SKIP
     """
     if src is V:
-        x = reinterpret(x, axis, src=V, dst=P)
+        x = _varying_as_partial("reduce_scatter", COLL.REDUCE_SCATTER, x, axis, dst)
         src = P
     return _run("reduce_scatter", COLL.REDUCE_SCATTER, x, axis, src, dst, dims=(scatter_dim, None),
                 dim_names=("scatter_dim", None), sizes_a=split_sizes, op_dtype=op_dtype,

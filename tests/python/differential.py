@@ -1,0 +1,349 @@
+"""Random short programs run under cspmd and under the reference
+(spmd_types 0.3.1), step by step, and the first step where they disagree.
+
+A program is data drawn from a seed before it runs: a mesh (the 2x4 mesh or
+its tp axis alone), whether grad mode is on, and a list of steps.  A step
+either makes a fresh tensor annotated on the mesh's axes (some axis left out
+now and then), applies an op to tensors picked from the pool, runs a
+collective or a conversion, or ends the program with a backward.  The same
+program runs once per library (`run`); each step's outcome is the error's
+class name, or the result's local type per axis with its partition spec.
+The pools stay the same while the outcomes agree, so `first_disagreement`
+compares the two traces up to the first step that differs.
+
+Used by tests/python/test_differential.py (a fast slice, and the long run
+behind CSPMD_DIFF_PROGRAMS).
+"""
+
+import random
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+LETTERS = "RIVP"
+
+
+@dataclass
+class Step:
+    kind: str            # "fresh", "op", "coll", "backward"
+    name: str            # op or collective name
+    picks: tuple = ()    # pool picks (taken modulo the pool's length)
+    arg: object = None   # the step's own parameters
+
+
+@dataclass
+class Program:
+    seed: int
+    axes: tuple          # mesh dim names the program's mesh has
+    grad_mode: bool
+    steps: list = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    line: str            # the step as run, with its resolved operands
+    result: str          # error class name, or the result's types
+    operands: tuple = () # operands' types as text, before the step
+    after: tuple = ()    # and after it (a step may retype its operands)
+    error: str = ""      # the first line of the error message
+
+
+# ---- the program's vocabulary ------------------------------------------------
+
+def _typ(lib, letter):
+    return lib.S(0) if letter == "S0" else getattr(lib, letter)
+
+
+def _scalar(lib, arg):
+    return lib.Scalar(2.0, {ax: _typ(lib, c) for ax, c in arg})
+
+
+def _square(y):
+    """Back to 4x4 after a collective changed the rows, with ops both
+    libraries type as linear views (no indexing: the reference types
+    ``__getitem__`` as non-linear)."""
+    if y.dim() == 0:
+        return y.expand(4, 4)
+    rows = y.shape[0]
+    if y.dim() != 2 or y.shape[1] != 4 or (rows < 4 and 4 % rows):
+        return y
+    if rows >= 4:
+        return y.narrow(0, 0, 4)
+    return y.unsqueeze(0).expand(4 // rows, rows, 4).reshape(4, 4)
+
+
+# name -> (arity, fn(lib, arg, *tensors))
+OPS = {
+    "add": (2, lambda lib, a, x, y: x + y),
+    "sub": (2, lambda lib, a, x, y: x - y),
+    "neg": (1, lambda lib, a, x: -x),
+    "mul": (2, lambda lib, a, x, y: x * y),
+    "div": (2, lambda lib, a, x, y: x / y),
+    "matmul": (2, lambda lib, a, x, y: x @ y),
+    "mm": (2, lambda lib, a, x, y: torch.mm(x, y)),
+    "linear": (2, lambda lib, a, x, y: F.linear(x, y)),
+    "einsum": (2, lambda lib, a, x, y: torch.einsum("ij,jk->ik", x, y)),
+    "addmm": (3, lambda lib, a, x, y, z: torch.addmm(x, y, z)),
+    "sum0": (1, lambda lib, a, x: x.sum(0, keepdim=True).expand(4, 4)),
+    "sum": (1, lambda lib, a, x: x.sum()),
+    "mean1": (1, lambda lib, a, x: x.mean(1, keepdim=True).expand(4, 4)),
+    "amax": (1, lambda lib, a, x: x.amax(0, keepdim=True).expand(4, 4)),
+    "t": (1, lambda lib, a, x: x.t()),
+    "transpose": (1, lambda lib, a, x: x.transpose(0, 1)),
+    "reshape": (1, lambda lib, a, x: x.reshape(-1).view(4, 4)),
+    "unsqueeze": (1, lambda lib, a, x: x.unsqueeze(0).squeeze(0)),
+    "slice": (1, lambda lib, a, x: x.narrow(0, 1, 2).repeat(2, 1)),
+    "clone": (1, lambda lib, a, x: x.clone()),
+    "cat": (2, lambda lib, a, x, y: torch.cat([x, y]).narrow(0, 2, 4)),
+    "stack": (2, lambda lib, a, x, y: torch.stack([x, y]).sum(0)),
+    "mul_number": (1, lambda lib, a, x: x * 2.0),
+    "add_number": (1, lambda lib, a, x: x + 1.0),
+    "mul_scalar": (1, lambda lib, a, x: x * _scalar(lib, a)),
+    "add_scalar": (1, lambda lib, a, x: x + _scalar(lib, a)),
+    "relu": (1, lambda lib, a, x: torch.relu(x)),
+    "exp": (1, lambda lib, a, x: torch.exp(x)),
+    "tanh": (1, lambda lib, a, x: torch.tanh(x)),
+    "softmax": (1, lambda lib, a, x: torch.softmax(x, -1)),
+    "maximum": (2, lambda lib, a, x, y: torch.maximum(x, y)),
+    "where": (3, lambda lib, a, c, x, y: torch.where(c > 0, x, y)),
+    "pow": (1, lambda lib, a, x: x.pow(2)),
+    "add_": (2, lambda lib, a, x, y: x.clone().add_(y)),
+    "mul_": (2, lambda lib, a, x, y: x.clone().mul_(y)),
+}
+
+COLLS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "convert",
+         "reinterpret", "redistribute")
+
+
+def _collective(lib, name, arg, x):
+    axis, src, dst, extra = arg
+    s, d = _typ(lib, src), _typ(lib, dst)
+    if name == "all_reduce":
+        return lib.all_reduce(x, axis, src=s, dst=d)
+    if name == "all_gather":
+        return _square(lib.all_gather(x, axis, src=s, dst=d))
+    if name == "reduce_scatter":
+        return _square(lib.reduce_scatter(x, axis, src=s, dst=d))
+    if name == "all_to_all":
+        return lib.all_to_all(x, axis, src=s, dst=d)
+    if name == "redistribute":
+        return _square(lib.redistribute(x, axis, src=s, dst=d))
+    fn = lib.convert if name == "convert" else lib.reinterpret
+    return _square(fn(x, axis, src=s, dst=d, expert_mode=extra))
+
+
+# ---- generation ----------------------------------------------------------------
+
+def generate(seed, n_steps=8):
+    rng = random.Random(seed)
+    axes = ("dp", "tp") if rng.random() < 0.75 else ("tp",)
+    prog = Program(seed, axes, grad_mode=rng.random() < 0.85)
+
+    def fresh():
+        types = []
+        for ax in axes:
+            if rng.random() < 0.03:
+                continue  # an axis left out: strict mode rejects its use
+            r = rng.random()
+            types.append((ax, "S0" if r < 0.08 else rng.choice(LETTERS)))
+        prog.steps.append(Step("fresh", "assert_type", (), (tuple(types), rng.random() < 0.5)))
+
+    def pick(n):
+        return tuple(rng.randrange(1 << 30) for _ in range(n))
+
+    for _ in range(2 + rng.randrange(2)):
+        fresh()
+    for _ in range(n_steps):
+        r = rng.random()
+        if r < 0.15:
+            fresh()
+        elif r < 0.45:
+            name = rng.choice(COLLS)
+            ax = rng.choice(axes)
+            src, dst = rng.choice(LETTERS + "S"), rng.choice(LETTERS + "S")
+            src, dst = ("S0" if src == "S" else src), ("S0" if dst == "S" else dst)
+            prog.steps.append(Step("coll", name, pick(1), (ax, src, dst, rng.random() < 0.5)))
+        else:
+            name = rng.choice(sorted(OPS))
+            arg = None
+            if name.endswith("_scalar"):
+                arg = tuple((ax, rng.choice(LETTERS)) for ax in axes)
+            prog.steps.append(Step("op", name, pick(OPS[name][0]), arg))
+    if rng.random() < 0.5:
+        # a loss: the picked tensor summed and, per axis, reinterpreted or
+        # converted to P or left as it is; then backward
+        fixes = tuple((ax, rng.choice(("none", "reinterpret", "convert"))) for ax in axes)
+        prog.steps.append(Step("backward", "backward", pick(1), fixes))
+    return prog
+
+
+# ---- running -----------------------------------------------------------------
+
+def _letter(t):
+    return repr(t).split(".")[-1]
+
+
+def types_text(lib, x):
+    if not isinstance(x, torch.Tensor):
+        return "not a tensor"
+    if not lib.has_local_type(x):
+        return "untyped"
+    lt = lib.get_local_type(x)
+    text = ", ".join(f"{a}: {_letter(t)}" for a, t in sorted(lt.items(), key=lambda kv: str(kv[0])))
+    spec = lib.get_partition_spec(x)
+    if spec is not None and any(e is not None for e in spec):
+        text += f" spec {tuple(spec)}"
+    return "{" + text + "}"
+
+
+def _backward(lib, arg, x):
+    loss = x.sum()
+    if lib.has_local_type(loss):
+        for ax, fix in arg:
+            have = lib.get_local_type(loss).get(_axis_of(lib, loss, ax))
+            if have is None or _letter(have) == "P" or fix == "none":
+                continue
+            src = lib.R if _letter(have) == "I" else have
+            if fix == "reinterpret":
+                loss = lib.reinterpret(loss, ax, src=src, dst=lib.P, expert_mode=True)
+            else:
+                loss = lib.convert(loss, ax, src=src, dst=lib.P)
+    loss.backward()
+    return loss
+
+
+def _axis_of(lib, x, name):
+    for a in lib.get_local_type(x):
+        if str(a).endswith(name):
+            return a
+    return None
+
+
+def _line(step, argn):
+    if step.kind == "fresh":
+        types, grad = step.arg
+        return f"assert_type(randn(4, 4{', grad' if grad else ''}), {dict(types)})"
+    if step.kind == "op":
+        return f"{step.name}({', '.join(argn)})" + (f" scalar {dict(step.arg)}" if step.arg else "")
+    if step.kind == "coll":
+        ax, s, d, expert = step.arg
+        return f"{step.name}({argn[0]}, {ax}, src={s}, dst={d}" + (
+            ", expert_mode" if expert and step.name in ("convert", "reinterpret") else "") + ")"
+    return f"backward({argn[0]}.sum(), loss fixes {dict(step.arg)})"
+
+
+def run(lib, mesh, prog):
+    """Run ``prog`` under ``lib`` (cspmd or the reference); a list of
+    Outcomes, one per step."""
+    m = mesh if len(prog.axes) == 2 else mesh[prog.axes[0]]
+    pool, names, leaves, trace = [], [], [], []
+    with lib.set_current_mesh(m), lib.checker.typecheck(), torch.set_grad_enabled(prog.grad_mode):
+        for step in prog.steps:
+            args = [pool[p % len(pool)] for p in step.picks] if pool else []
+            argn = [names[p % len(names)] for p in step.picks] if names else []
+            ops = tuple(types_text(lib, a) for a in args)
+            out, err = None, ""
+            line = _line(step, argn)
+            try:
+                if step.kind == "fresh":
+                    types, grad = step.arg
+                    with lib.no_typecheck():
+                        x = torch.randn(4, 4, requires_grad=grad)
+                    out = lib.assert_type(x, {ax: _typ(lib, c) for ax, c in types})
+                    if grad:
+                        leaves.append(out)
+                elif step.kind == "op":
+                    out = OPS[step.name][1](lib, step.arg, *args)
+                elif step.kind == "coll":
+                    out = _collective(lib, step.name, step.arg, args[0])
+                else:
+                    _backward(lib, step.arg, args[0])
+                    result = "ok"
+            except Exception as e:  # noqa: BLE001 -- the class is the outcome
+                result = type(e).__name__
+                err = (str(e).strip().splitlines() or [""])[0][:200]
+            else:
+                if step.kind != "backward":
+                    result = types_text(lib, out)
+                    pool.append(out)
+                    names.append(f"t{len(names)}")
+                    line = f"t{len(names) - 1} = {line}"
+            after = tuple(types_text(lib, a) for a in args)
+            trace.append(Outcome(line, result, ops, after, err))
+            if step.kind == "backward":
+                break
+    return trace
+
+
+def first_disagreement(mine, theirs):
+    """Index of the first step whose outcomes differ, or None."""
+    for i, (a, b) in enumerate(zip(mine, theirs)):
+        if a.result != b.result or a.after != b.after:
+            return i
+    return None
+
+
+def render(prog, trace, upto):
+    mesh = "2x4 mesh (dp, tp)" if len(prog.axes) == 2 else "tp axis (4 ranks)"
+    lines = [f"seed {prog.seed}: {mesh}, grad mode {'on' if prog.grad_mode else 'off'}"]
+    for o in trace[:upto + 1]:
+        lines.append(f"  {o.line:70s} -> {o.result}")
+    return "\n".join(lines)
+
+
+# ---- explained disagreements ---------------------------------------------------
+#
+# Each entry is a deliberate difference that docs/differences.md describes
+# under the marker ``<!-- differential: NAME -->``; the predicate recognizes
+# it from the step and the two outcomes (cspmd's, the reference's).
+
+def _typed(result):
+    return result.startswith("{")
+
+
+EXPLAINED = {
+    # addmm applies the R/I coercion as mm then add do
+    "fused-matmuls": lambda st, a, b, prior: (
+        st.name == "addmm" and _typed(a.result) and b.result == "SpmdTypeError"),
+    # a condition or mask is a coefficient, not an operand of the sum
+    "coefficients": lambda st, a, b, prior: (
+        st.name == "where" and _typed(a.result) and b.result == "SpmdTypeError"),
+    # F.linear decomposes into t + mm/addmm, multilinear
+    "linear-decomposes": lambda st, a, b, prior: (
+        st.name == "linear" and _typed(a.result) and b.result == "SpmdTypeError"),
+    # the op fails in both; cspmd's type check runs before the op does
+    "checked-before-running": lambda st, a, b, prior: (
+        a.result == "SpmdTypeError" and b.result == "RuntimeError"),
+    # the reference runs the collective before checking its input, and
+    # fails inside it where the input does not fit src
+    "reference-fails-inside": lambda st, a, b, prior: (
+        st.kind == "coll" and a.result in ("SpmdTypeError", "ValueError")
+        and b.result in ("AssertionError", "IndexError")),
+    # the reference's collectives assert a contiguous input (forward, and
+    # the backward collective on a gradient); cspmd's take any layout
+    "non-contiguous-inputs": lambda st, a, b, prior: (
+        st.kind in ("coll", "backward") and (_typed(a.result) or a.result == "ok")
+        and b.result == "AssertionError"
+        and "contiguous" in b.error),
+    # cspmd checks the local extent a V scatter or split needs
+    "collective-extents": lambda st, a, b, prior: (
+        st.kind == "coll" and a.result == "ValueError" and "extent" in a.error
+        and _typed(b.result)),
+    # a conversion that changes nothing leaves its input's type alone
+    "unchanged-conversion-input": lambda st, a, b, prior: (
+        st.kind == "coll" and a.result == b.result and a.after != b.after),
+    # cspmd checks the backward pass, where a typed Scalar's type is not
+    # seen: the gradient through x * Scalar(P or V) is typed as through a
+    # plain number (docs/limits.md)
+    "typed-scalar-backward": lambda st, a, b, prior: (
+        st.kind == "backward" and a.result == "SpmdTypeError" and b.result == "ok"
+        and "Gradient type mismatch" in a.error
+        and any(p.name == "mul_scalar" and any(c in "PV" for _, c in p.arg) for p in prior)),
+}
+
+
+def explain(prog, i, mine, theirs):
+    """The markers of EXPLAINED that match step i's disagreement."""
+    st, prior = prog.steps[i], prog.steps[:i]
+    return [name for name, pred in EXPLAINED.items() if pred(st, mine[i], theirs[i], prior)]
