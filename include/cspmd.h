@@ -792,6 +792,23 @@ typedef struct cspmd_gcall {
 CSPMD_API cspmd_status_t cspmd_global_infer(cspmd_shard_rule_t rule, const cspmd_gcall_t *call,
                                             cspmd_type_t local_out, cspmd_type_t *outs);
 
+/* Placements of an op's results on one axis supplied from outside the
+ * core: global mode's fallback to DTensor's own propagation for an op with
+ * no C rule.  Given each call tensor's placement (in) and the axis' size,
+ * it sets out[r] and ndim[r] for each of the call's results and returns
+ * CSPMD_OK; or writes why (NUL-terminated, at most whylen bytes) and
+ * returns CSPMD_SHARD_NO_STRATEGY; or returns an error status it has set. */
+#define CSPMD_SHARD_NO_STRATEGY 1
+typedef int (*cspmd_shard_oracle_t)(void *ctx, const int8_t *in, int64_t size, int8_t *out,
+                                    int8_t *ndim, char *why, size_t whylen);
+
+/* cspmd_global_infer for an op with no C shard rule: the oracle supplies
+ * each shard axis' placements, the core does the rest (operand check, axis
+ * order, local/global correspondence, V -> P, specs). */
+CSPMD_API cspmd_status_t cspmd_global_infer_oracle(const cspmd_gcall_t *call,
+                                                   cspmd_shard_oracle_t oracle, void *ctx,
+                                                   cspmd_type_t local_out, cspmd_type_t *outs);
+
 /* Global mode's part of a collective (or conversion) over axis, after
  * cspmd_coll_infer typed the result local_out (out_ndim dims) from the
  * input type in.  In local mode *out = local_out.  In global mode the

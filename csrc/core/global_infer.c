@@ -198,6 +198,29 @@ static int8_t operand_place(const cspmd_gtensor_t *t, cspmd_axis_t a)
                                                     : CSPMD_PLACE_REPLICATE;
 }
 
+static void all_none(shard_io_t *io)
+{
+    for (int r = 0; r < CSPMD_MAX_RESULTS; r++) {
+        io->out[r] = CSPMD_PLACE_NONE;
+        io->ndim[r] = 0;
+    }
+}
+
+/* What an oracle supplied must be placements of the results' dims. */
+static int check_oracle(const char *op, const cspmd_gcall_t *call, const shard_io_t *io)
+{
+    for (int r = 0; r < call->nresults && r < CSPMD_MAX_RESULTS; r++) {
+        int8_t p = io->out[r];
+        if (io->ndim[r] < 0 || io->ndim[r] > CSPMD_MAX_DIMS || p < CSPMD_PLACE_NONE ||
+            (p >= 0 && p >= io->ndim[r]))
+            return cspmd_error_set(CSPMD_ERR_MISUSE,
+                                   "cspmd: the fallback propagation of %s gave result %d the "
+                                   "placement %d of %d dims",
+                                   op, r, (int)p, (int)io->ndim[r]);
+    }
+    return CSPMD_OK;
+}
+
 static const char *place_name(int8_t p, char *buf, size_t len)
 {
     if (p >= 0)
@@ -224,8 +247,9 @@ static int place_fits(cspmd_ltype_t lt, int8_t p)
     return p == CSPMD_PLACE_REPLICATE;
 }
 
-cspmd_status_t cspmd_global_infer(cspmd_shard_rule_t rule, const cspmd_gcall_t *call,
-                                  cspmd_type_t local_out, cspmd_type_t *outs)
+static cspmd_status_t infer(cspmd_shard_rule_t rule, cspmd_shard_oracle_t oracle, void *ctx,
+                            const cspmd_gcall_t *call, cspmd_type_t local_out,
+                            cspmd_type_t *outs)
 {
     if (call == NULL || outs == NULL || call->ntensors < 0 ||
         call->ntensors > CSPMD_GLOBAL_MAX_TENSORS || (call->ntensors && call->tensors == NULL) ||
@@ -253,7 +277,7 @@ cspmd_status_t cspmd_global_infer(cspmd_shard_rule_t rule, const cspmd_gcall_t *
     int first = 0;
     while (!(active >> first & 1u))
         first++;
-    if (rule < 0)
+    if (rule < 0 && oracle == NULL)
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                "global mode: no shard rule for %s yet (an operand is sharded on "
                                "%s); use local mode (spmd.local()) or local_map around it",
@@ -290,7 +314,16 @@ cspmd_status_t cspmd_global_infer(cspmd_shard_rule_t rule, const cspmd_gcall_t *
         io.call = call;
         io.in = in;
         io.k = cspmd_axis_size(a);
-        int rc = cspmdi_shard_apply(rule, &io);
+        int rc;
+        if (rule < 0) {
+            all_none(&io);
+            rc = oracle(ctx, in, io.k, io.out, io.ndim, io.why, sizeof io.why);
+            io.why[sizeof io.why - 1] = '\0';
+            if (rc == CSPMD_OK && (rc = check_oracle(op, call, &io)) != CSPMD_OK)
+                return (cspmd_status_t)rc;
+        } else {
+            rc = cspmdi_shard_apply(rule, &io);
+        }
         if (rc == SHARD_NO_STRATEGY)
             return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                    "No valid sharding strategy for %s on axis %s: %s", op, ax(a),
@@ -359,4 +392,18 @@ cspmd_status_t cspmd_global_infer(cspmd_shard_rule_t rule, const cspmd_gcall_t *
             return st;
     }
     return CSPMD_OK;
+}
+
+cspmd_status_t cspmd_global_infer(cspmd_shard_rule_t rule, const cspmd_gcall_t *call,
+                                  cspmd_type_t local_out, cspmd_type_t *outs)
+{
+    return infer(rule, NULL, NULL, call, local_out, outs);
+}
+
+cspmd_status_t cspmd_global_infer_oracle(const cspmd_gcall_t *call, cspmd_shard_oracle_t oracle,
+                                         void *ctx, cspmd_type_t local_out, cspmd_type_t *outs)
+{
+    if (oracle == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_global_infer_oracle: no oracle");
+    return infer(-1, oracle, ctx, call, local_out, outs);
 }

@@ -11,18 +11,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#define SHARD_RULE_FILE
 #include "shard_rules.h"
 
-#define R_ CSPMD_PLACE_REPLICATE
-#define P_ CSPMD_PLACE_PARTIAL
-
-static int fail(shard_io_t *io, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static int fail(shard_io_t *io, const char *fmt, ...)
+int cspmdi_shard_fail(shard_io_t *io, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -31,33 +23,31 @@ static int fail(shard_io_t *io, const char *fmt, ...)
     return SHARD_NO_STRATEGY;
 }
 
-static const cspmd_gtensor_t *tensor(const shard_io_t *io, int i)
+const cspmd_gtensor_t *cspmdi_shard_tensor(const shard_io_t *io, int i)
 {
     return i < io->call->ntensors ? &io->call->tensors[i] : NULL;
 }
 
-/* Global size of dim d of call tensor i on this axis. */
-static int64_t gsize(const shard_io_t *io, int i, int d)
+int64_t cspmdi_shard_gsize(const shard_io_t *io, int i, int d)
 {
     const cspmd_gtensor_t *t = &io->call->tensors[i];
     return t->sizes[d] * (io->in[i] == d ? io->k : 1);
 }
 
-/* Integer argument a (its first value), or dflt when absent / None. */
-static int64_t int_arg(const shard_io_t *io, int a, int64_t dflt)
+int64_t cspmdi_shard_int_arg(const shard_io_t *io, int a, int64_t dflt)
 {
     if (a >= io->call->nargs || io->call->args[a].n < 1)
         return dflt;
     return io->call->args[a].v[0];
 }
 
-static int wrap_dim(int64_t d, int ndim)
+int cspmdi_shard_wrap_dim(int64_t d, int ndim)
 {
     int n = ndim > 0 ? ndim : 1;
     return (int)(d < 0 ? d + n : d);
 }
 
-static void all_results(shard_io_t *io, int8_t place, int ndim)
+void cspmdi_shard_all_results(shard_io_t *io, int8_t place, int ndim)
 {
     for (int r = 0; r < CSPMD_MAX_RESULTS; r++) {
         io->out[r] = r < io->call->nresults ? place : CSPMD_PLACE_NONE;
@@ -65,13 +55,21 @@ static void all_results(shard_io_t *io, int8_t place, int ndim)
     }
 }
 
-static const char *place_text(int8_t p, char *buf, size_t len)
+const char *cspmdi_shard_place_text(int8_t p, char *buf, size_t len)
 {
     if (p >= 0)
         snprintf(buf, len, "S(%d)", p);
     else
         snprintf(buf, len, "%s", p == P_ ? "P" : "R");
     return buf;
+}
+
+int cspmdi_shard_tensor_of_arg(const shard_io_t *io, int arg)
+{
+    for (int i = 0; i < io->call->ntensors; i++)
+        if (io->call->tensors[i].arg == arg)
+            return i;
+    return -1;
 }
 
 /* ---- pointwise -------------------------------------------------------- */
@@ -668,6 +666,21 @@ static const shard_entry_t table[] = {
     {"native_layer_norm", NULL, "layer_norm", layer_norm_fwd},
     {"native_layer_norm_backward", NULL, "layer_norm", layer_norm_bwd},
     {"embedding", NULL, "embedding", embedding},
+    {"embedding_dense_backward", NULL, "embedding", cspmdi_shard_embedding_backward},
+    {"_fused_rms_norm", NULL, "layer_norm", layer_norm_fwd},
+    {"_fused_rms_norm_backward", NULL, "layer_norm", layer_norm_bwd},
+    {"nll_loss_forward", NULL, "nll_loss", cspmdi_shard_nll_loss},
+    {"nll_loss_backward", NULL, "nll_loss", cspmdi_shard_nll_loss_backward},
+    {"select", "int", "select", cspmdi_shard_select},
+    {"select_backward", NULL, "select", cspmdi_shard_select_backward},
+    {"slice", "Tensor", "slice", cspmdi_shard_slice},
+    {"slice_backward", NULL, "slice", cspmdi_shard_slice_backward},
+    {"split", "Tensor", "split", cspmdi_shard_split},
+    {"split_with_sizes", NULL, "split", cspmdi_shard_split},
+    {"unbind", "int", "split", cspmdi_shard_unbind},
+    {"gather", NULL, "gather", cspmdi_shard_gather},
+    {"scatter_add", NULL, "gather", cspmdi_shard_scatter_add},
+    {"index_select", NULL, "gather", cspmdi_shard_index_select},
     {"cat", NULL, "cat", cat},
     {"stack", NULL, "cat", stack},
     {"cumsum", NULL, "scan", scan},

@@ -14,6 +14,22 @@
  * rule reads past the first few). */
 #define GLOBAL_ARGS 16
 
+/* The fallback for an op with no C shard rule: DTensor's propagation,
+ * through the shim, supplies each axis' placements. */
+typedef struct fallback_ctx {
+    const cspmd_call_t *call;
+    int ntensors;
+    int nresults;
+} fallback_ctx_t;
+
+static int dtensor_oracle(void *ctx, const int8_t *in, int64_t size, int8_t *out, int8_t *ndim,
+                          char *why, size_t whylen)
+{
+    const fallback_ctx_t *f = ctx;
+    return cspmd_call_dtensor_placements(f->call, in, f->ntensors, size, out, ndim, f->nresults,
+                                         why, whylen);
+}
+
 cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t *args,
                                    cspmd_type_t local_out, cspmd_type_t *outs)
 {
@@ -23,9 +39,10 @@ cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t 
     char name[160];
     const char *ov = cspmd_call_op_overload(call);
     snprintf(name, sizeof name, "%s%s%s", cspmd_call_op_name(call), ov[0] ? "." : "", ov);
-    int nt = 0;
+    int nt = 0, any_out = 0;
     for (int i = 0; i < args->ntensors; i++) {
         const cspmd_tensor_ref_t *r = &args->tensors[i];
+        any_out |= r->out;
         if (r->out)
             continue;
         if (nt == CSPMD_GLOBAL_MAX_TENSORS)
@@ -51,7 +68,14 @@ cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t 
             CSPMD_MAX_DIMS)
             gargs[a].n = CSPMD_GARG_OTHER;
     cspmd_gcall_t g = {name, nt, tensors, na, gargs, nresults};
-    return cspmd_global_infer(cspmdk_op_rules(call).shard, &g, local_out, outs);
+    cspmd_shard_rule_t rule = cspmdk_op_rules(call).shard;
+    /* No C rule: DTensor's propagation decides the placements (not for
+     * out= forms, whose written tensors it would not see). */
+    if (rule < 0 && !any_out && nresults <= CSPMD_MAX_RESULTS) {
+        fallback_ctx_t f = {call, nt, nresults};
+        return cspmd_global_infer_oracle(&g, dtensor_oracle, &f, local_out, outs);
+    }
+    return cspmd_global_infer(rule, &g, local_out, outs);
 }
 
 cspmd_status_t cspmdk_global_no_rule(const cspmd_call_t *call, const cspmd_args_t *args)

@@ -104,6 +104,15 @@ const char *cspmd_call_arg_name(const cspmd_call_t *call, int i);
  * Returns the length needed. */
 size_t cspmd_call_arg_text(const cspmd_call_t *call, int i, char *buf, size_t len);
 
+/* Global mode's fallback (fallback.cpp): DTensor's own propagation of the
+ * call's op on one mesh axis of the given size, with in[i] the placement
+ * of the call's i-th tensor operand in argument order (nin of them); sets
+ * out[r] / ndim[r] for each of nout results and returns CSPMD_OK, or
+ * writes why and returns CSPMD_SHARD_NO_STRATEGY. */
+int cspmd_call_dtensor_placements(const cspmd_call_t *call, const int8_t *in, int nin,
+                                  int64_t size, int8_t *out, int8_t *ndim, int nout, char *why,
+                                  size_t whylen);
+
 /* How many results the operator's schema returns. */
 int cspmd_call_nreturns(const cspmd_call_t *call);
 /* Argument i as integers into v (cap long): the count for an int or bool

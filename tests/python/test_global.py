@@ -98,6 +98,46 @@ def _cases(m, dp, tp):
                           err("DTensorPropagationError", "(local size 1) is ambiguous")),
         "reshape_infer": (lambda: st(1).reshape(-1, 8), ok(RV, None, "tp")),
         "expand": (lambda: T((4, 1), {dp: R, tp: S(0)}).expand(4, 5), ok(RV, "tp", None)),
+        # picking parts: the picked dim must not be sharded
+        "select": (lambda: st(0).select(1, 2), ok(RV, "tp")),
+        "select_sharded_dim": (lambda: st(0).select(0, 1), no_strategy),
+        "slice": (lambda: st(0)[:, 1:3], ok(RV, "tp", None)),
+        "slice_sharded_dim": (lambda: st(0)[1:3], no_strategy),
+        "narrow": (lambda: st(0).narrow(1, 0, 2), ok(RV, "tp", None)),
+        "split": (lambda: st(0).split(3, 1)[2], ok(RV, "tp", None)),
+        "split_sharded_dim": (lambda: st(0).split(2, 0)[0], no_strategy),
+        "split_with_sizes": (lambda: st(0).split([3, 5], 1)[1], ok(RV, "tp", None)),
+        "chunk": (lambda: st(1).chunk(2, 0)[0], ok(RV, None, "tp")),
+        "unbind": (lambda: st(0).unbind(1)[3], ok(RV, "tp")),
+        "unbind_sharded_dim": (lambda: st(1).unbind(1)[0], no_strategy),
+        "gather": (lambda: st(0).gather(1, m.assert_type(torch.randint(0, 8, (4, 3)),
+                                                         {dp: R, tp: S(0)})), ok(RV, "tp", None)),
+        "gather_index_replicated": (lambda: st(0).gather(1, m.assert_type(
+            torch.randint(0, 8, (4, 3)), {dp: R, tp: R})), no_strategy),
+        "index_select": (lambda: st(0).index_select(1, m.assert_type(torch.tensor([0, 2]),
+                                                                     {dp: R, tp: R})),
+                         ok(RV, "tp", None)),
+        "index_select_sharded_dim": (lambda: st(0).index_select(0, m.assert_type(
+            torch.tensor([0, 2]), {dp: R, tp: R})), no_strategy),
+        "index_by_fallback": (lambda: st(0)[:, m.assert_type(torch.tensor([0, 2]),
+                                                             {dp: R, tp: R})],
+                              ok(RV, "tp", None)),
+        "flatten": (lambda: T((2, 3, 4), {dp: R, tp: S(0)}).flatten(1), ok(RV, "tp", None)),
+        "unflatten": (lambda: T((2, 12), {dp: R, tp: S(0)}).unflatten(1, (3, 4)),
+                      ok(RV, "tp", None, None)),
+        "einsum_rows": (lambda: torch.einsum("bi,ij->bj", st(0), T((8, 6), {dp: R, tp: R})),
+                        ok(RV, "tp", None)),
+        "einsum_contraction": (lambda: torch.einsum("bsh,hd->bsd", T((2, 4, 8), {dp: R, tp: S(2)}),
+                                                    T((8, 6), {dp: R, tp: S(0)})), ok(RP)),
+        "rms_norm": (lambda: F.rms_norm(st(0), (8,), T((8,), {dp: R, tp: R})),
+                     ok(RV, "tp", None)),
+        "rms_norm_sharded_dim": (lambda: F.rms_norm(st(1), (8,)), no_strategy),
+        "cross_entropy_sum": (lambda: F.cross_entropy(st(0), m.assert_type(
+            torch.randint(0, 8, (4,)), {dp: R, tp: S(0)}), reduction="sum"), ok(RP)),
+        "cross_entropy_none": (lambda: F.cross_entropy(st(0), m.assert_type(
+            torch.randint(0, 8, (4,)), {dp: R, tp: S(0)}), reduction="none"), ok(RV, "tp")),
+        "cross_entropy_class_sharded": (lambda: F.cross_entropy(st(1), m.assert_type(
+            torch.randint(0, 8, (4,)), {dp: R, tp: R})), no_strategy),
         # operands and multi-axis entries
         "varying_without_spec": (lambda: T((4,), {dp: R, tp: V}) + 1,
                                  err("SpmdTypeError", "Tensor has Varying type on axis mesh_tp "
@@ -180,7 +220,13 @@ CASE_NAMES = [
     "embedding_dim_sharded", "embedding_indices_sharded", "embedding_vocab_sharded", "cumsum",
     "cat", "t", "transpose", "permute",
     "unsqueeze", "view_merge_outer", "view_merge_inner", "view_split_sharded",
-    "view_split_other", "view_size_one", "reshape_infer", "expand", "varying_without_spec",
+    "view_split_other", "view_size_one", "reshape_infer", "expand",
+    "select", "select_sharded_dim", "slice", "slice_sharded_dim", "narrow", "split",
+    "split_sharded_dim", "split_with_sizes", "chunk", "unbind", "unbind_sharded_dim", "gather",
+    "gather_index_replicated", "index_select", "index_select_sharded_dim", "index_by_fallback",
+    "flatten", "unflatten", "einsum_rows", "einsum_contraction", "rms_norm",
+    "rms_norm_sharded_dim", "cross_entropy_sum", "cross_entropy_none",
+    "cross_entropy_class_sharded", "varying_without_spec",
     "two_axes_one_dim", "two_axes_one_dim_mm", "ordering_conflict", "two_axes_two_dims",
     "all_gather", "all_gather_wrong_src", "all_gather_innermost", "all_gather_not_innermost",
     "reduce_scatter", "reduce_scatter_innermost", "all_reduce_keeps_spec", "all_to_all",
@@ -232,11 +278,14 @@ def test_reduction_over_a_shard_that_is_no_sum_is_a_type_error(mesh, dp, tp):
             x.mean(0)
 
 
-def test_op_without_a_shard_rule_raises_unless_nothing_is_sharded(mesh, dp, tp):
+def test_op_with_no_rule_anywhere_raises_unless_nothing_is_sharded(mesh, dp, tp):
+    """flip has no C rule and no DTensor strategy: the fallback finds no
+    placement and the op raises, naming DTensor's reason."""
     with spmd.set_current_mesh(mesh), typecheck(local=False):
         x = spmd.assert_type(torch.randn(4, 8), {dp: R, tp: S(0)})
-        with pytest.raises(SpmdTypeError, match=r"global mode: no shard rule for aten::flip yet "
-                           r"\(an operand is sharded on mesh_tp\); use local mode"):
+        with pytest.raises(SpmdTypeError, match=r"No valid sharding strategy for aten::flip on "
+                           r"axis mesh_tp: DTensor: Operator aten.flip.default does not have a "
+                           r"sharding strategy registered"):
             torch.flip(x, [1])
         r = spmd.assert_type(torch.randn(4, 8), {dp: R, tp: R})
         y = torch.flip(r, [1])  # nothing sharded: the local type decides
@@ -350,3 +399,38 @@ def test_more_tensor_operands_than_global_mode_reads_is_an_error(mesh, dp, tp):
         with pytest.raises(SpmdTypeError, match=r"global mode: aten::cat\S* has more than 64 "
                            "tensor operands"):
             torch.cat(parts, 1)
+
+
+def test_fallback_to_dtensor_propagation(mesh, dp, tp):
+    """An op with no C rule takes DTensor's propagation on each shard axis;
+    the core still decides the types: V -> P for a sharded contraction, and
+    a Partial that is not a plain sum (a norm's) is rejected."""
+    tp_axis = spmd.MeshAxis.of(tp)
+    with spmd.set_current_mesh(mesh), typecheck(local=False):
+        a = spmd.assert_type(torch.randn(8), {dp: R, tp: S(0)})
+        assert spmd._lib.ops.shard_rule_name("aten::dot", "") == "none"
+        y = torch.dot(a, a)
+        assert spmd.get_local_type(y)[tp_axis] is P and spmd.get_partition_spec(y) is None
+        m = spmd.assert_type(torch.randn(4, 8), {dp: R, tp: S(1)})
+        assert spmd.get_local_type(torch.mv(m, a))[tp_axis] is P
+        with pytest.raises(SpmdTypeError, match=r"No valid sharding strategy for "
+                           r"aten::linalg_vector_norm on axis mesh_tp: DTensor gave the placement "
+                           r"_NormP\(2\), which is not a sum"):
+            torch.linalg.vector_norm(a)
+        with pytest.raises(SpmdTypeError, match=r"No valid sharding strategy for aten::addmv on "
+                           r"axis mesh_tp: DTensor: Implicit redistribution"):
+            torch.addmv(spmd.assert_type(torch.randn(4), {dp: R, tp: R}), m, a)
+
+
+# The ops that take the DTensor fallback in this file's cases: each a
+# candidate for a C rule (docs/global.md says how to add one).
+FALLBACK_OPS = {"aten::index.Tensor"}
+
+
+def test_ops_that_take_the_fallback(mesh, dp, tp):
+    from cspmd import _dtensor_prop
+    _dtensor_prop._used.clear()
+    for name in CASE_NAMES:
+        with spmd.set_current_mesh(mesh), typecheck(local=False):
+            _outcome(spmd, _cases(spmd, dp, tp)[name][0])
+    assert set(_dtensor_prop.fallback_ops()) == FALLBACK_OPS
