@@ -1,6 +1,7 @@
 /* Global SPMD types in the core: the mode and local axes (mesh.c), the
  * operand check and global inference (global_infer.c, shard_rules.c), and
  * a collective's spec (global_coll.c). */
+#include <stdio.h>
 #include <string.h>
 
 #include "infer_helpers.h"
@@ -154,6 +155,80 @@ START_TEST(test_pointwise_broadcast_and_no_rule)
 }
 END_TEST
 
+/* An oracle that answers what the test set in oracle_answer, and counts
+ * its calls. */
+static struct {
+    int8_t place;
+    int rc;
+    int calls;
+    int8_t seen[2];
+} oracle_answer;
+
+static int test_oracle(void *ctx, const int8_t *in, int64_t size, int8_t *out, int8_t *ndim,
+                       char *why, size_t whylen)
+{
+    (void)ctx;
+    ck_assert_int_eq(size, 4);
+    oracle_answer.calls++;
+    oracle_answer.seen[0] = in[0];
+    oracle_answer.seen[1] = in[1];
+    if (oracle_answer.rc == CSPMD_SHARD_NO_STRATEGY) {
+        snprintf(why, whylen, "the oracle says no");
+        return CSPMD_SHARD_NO_STRATEGY;
+    }
+    out[0] = oracle_answer.place;
+    ndim[0] = 2;
+    return oracle_answer.rc;
+}
+
+START_TEST(test_oracle_supplies_placements_the_core_decides)
+{
+    cspmd_gtensor_t ts[2] = {gt(gty(LR, LV, 2, 1, -1), 4, 8), gt(gty(LR, LV, 2, 0, -1), 8, 6)};
+    cspmd_gcall_t call = {"aten::my_mm", 2, ts, 0, NULL, 1};
+    cspmd_type_t outs[CSPMD_MAX_RESULTS];
+    /* a Partial result: V promoted to P, no spec */
+    oracle_answer.place = CSPMD_PLACE_PARTIAL;
+    oracle_answer.rc = CSPMD_OK;
+    oracle_answer.calls = 0;
+    ck_assert_int_eq(cspmd_global_infer_oracle(&call, test_oracle, NULL, ty(LR, LV), outs),
+                     CSPMD_OK);
+    ck_assert_uint_eq(outs[0], ty(LR, LP));
+    ck_assert_int_eq(oracle_answer.calls, 1); /* one shard axis */
+    ck_assert_int_eq(oracle_answer.seen[0], 1);
+    ck_assert_int_eq(oracle_answer.seen[1], 0);
+    /* a shard: the spec names tp on that dim */
+    oracle_answer.place = 1;
+    ck_assert_int_eq(cspmd_global_infer_oracle(&call, test_oracle, NULL, ty(LR, LV), outs),
+                     CSPMD_OK);
+    ck_assert_int_eq(tp_dim_of(outs[0]), 1);
+    /* Replicate where the local type is V: the core rejects it */
+    oracle_answer.place = CSPMD_PLACE_REPLICATE;
+    ck_assert_int_eq(cspmd_global_infer_oracle(&call, test_oracle, NULL, ty(LR, LV), outs),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "the local and global types of this op "
+                                                     "disagree"));
+    /* a dim out of range is the oracle's bug */
+    oracle_answer.place = 5;
+    ck_assert_int_eq(cspmd_global_infer_oracle(&call, test_oracle, NULL, ty(LR, LV), outs),
+                     CSPMD_ERR_MISUSE);
+    /* no strategy: the oracle's reason in the message */
+    oracle_answer.rc = CSPMD_SHARD_NO_STRATEGY;
+    ck_assert_int_eq(cspmd_global_infer_oracle(&call, test_oracle, NULL, ty(LR, LV), outs),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "No valid sharding strategy for aten::my_mm on axis tp: "
+                                         "the oracle says no");
+    ck_assert_int_eq(cspmd_global_infer_oracle(&call, NULL, NULL, ty(LR, LV), outs),
+                     CSPMD_ERR_MISUSE);
+    /* nothing sharded: the oracle is not asked */
+    cspmd_gtensor_t rs[2] = {gt(gty(LR, LR, 2, -1, -1), 4, 8), gt(gty(LR, LR, 2, -1, -1), 8, 6)};
+    cspmd_gcall_t plain = {"aten::my_mm", 2, rs, 0, NULL, 1};
+    oracle_answer.calls = 0;
+    ck_assert_int_eq(cspmd_global_infer_oracle(&plain, test_oracle, NULL, ty(LR, LR), outs),
+                     CSPMD_OK);
+    ck_assert_int_eq(oracle_answer.calls, 0);
+}
+END_TEST
+
 START_TEST(test_ordering_conflict_and_order_kept)
 {
     cspmd_axis_t ax[2] = {DP, TP};
@@ -219,6 +294,7 @@ Suite *suite_global(void)
     tcase_add_test(tc, test_operand_check);
     tcase_add_test(tc, test_mm_rows_columns_and_contraction);
     tcase_add_test(tc, test_pointwise_broadcast_and_no_rule);
+    tcase_add_test(tc, test_oracle_supplies_placements_the_core_decides);
     tcase_add_test(tc, test_ordering_conflict_and_order_kept);
     tcase_add_test(tc, test_collective_spec);
     suite_add_tcase(s, tc);
