@@ -620,6 +620,15 @@ CSPMD_API cspmd_status_t cspmd_loss_check(cspmd_type_t loss);
 CSPMD_API cspmd_status_t cspmd_grad_check(cspmd_type_t fwd, cspmd_type_t grad, const char *what,
                                           cspmd_type_t *out);
 
+/* Global mode: the partition spec of a leaf's gradient.  The gradient of
+ * each local entry of a leaf is the gradient of the global entry it holds,
+ * so on every axis where the gradient is V (the dual of V) it is sharded as
+ * the leaf is: *out is grad with fwd's spec entries for those axes.  A
+ * gradient that already carries a spec must carry exactly that one, else
+ * SPMD_TYPE naming `what` and both specs.  Errors: MISUSE (unknown ids). */
+CSPMD_API cspmd_status_t cspmd_grad_spec(cspmd_type_t fwd, cspmd_type_t grad, const char *what,
+                                         cspmd_type_t *out);
+
 /* Gradient accumulation into a leaf's .grad: the gradient .grad already
  * holds (held, from earlier backward passes) must itself be a gradient of
  * the leaf's forward type fwd -- the dual per axis, V accepted where P is

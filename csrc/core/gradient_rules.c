@@ -4,8 +4,9 @@
  * type on every axis, with V accepted where P is due).
  */
 #include <stdio.h>
+#include <string.h>
 
-#include "cspmd.h"
+#include "core.h"
 
 /* R and I gradients are both complete and the same on every rank; they
  * differ only in what a second backward would do.  A backward op that mixes
@@ -233,4 +234,82 @@ cspmd_status_t cspmd_grad_accum_check(cspmd_type_t fwd, cspmd_type_t held, int h
                                cspmd_ltype_letter(got), fbuf, hbuf, hint);
     }
     return CSPMD_OK;
+}
+
+/* The spec as text: "(tp, None)", "((dp, tp), None)", "none". */
+static void spec_text(const cspmd_spec_t *s, char *buf, size_t len)
+{
+    if (s->ndim < 0) {
+        snprintf(buf, len, "none");
+        return;
+    }
+    size_t n = (size_t)snprintf(buf, len, "(");
+    for (int d = 0; d < s->ndim && n < len; d++) {
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", d ? ", " : "",
+                              s->nentry[d] > 1 ? "(" : s->nentry[d] ? "" : "None");
+        for (int e = 0; e < s->nentry[d] && n < len; e++)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", e ? ", " : "",
+                                  cspmd_axis_display(s->entry[d][e], 0));
+        if (s->nentry[d] > 1 && n < len)
+            n += (size_t)snprintf(buf + n, len - n, ")");
+    }
+    if (n < len)
+        snprintf(buf + n, len - n, ")");
+}
+
+static int spec_equal(const cspmd_spec_t *a, const cspmd_spec_t *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->nentry[d] != b->nentry[d])
+            return 0;
+        for (int e = 0; e < a->nentry[d]; e++)
+            if (a->entry[d][e] != b->entry[d][e])
+                return 0;
+    }
+    return 1;
+}
+
+cspmd_status_t cspmd_grad_spec(cspmd_type_t fwd, cspmd_type_t grad, const char *what,
+                               cspmd_type_t *out)
+{
+    if (cspmd_type_naxes(fwd) < 0 || cspmd_type_naxes(grad) < 0 || out == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_grad_spec: bad arguments");
+    if (what == NULL)
+        what = "tensor";
+    cspmd_spec_t fs, gs, due;
+    cspmd_status_t st;
+    if ((st = cspmd_type_spec(fwd, &fs)) != CSPMD_OK || (st = cspmd_type_spec(grad, &gs)) != CSPMD_OK)
+        return st;
+    int any = 0;
+    memset(&due, 0, sizeof due);
+    due.ndim = fs.ndim;
+    for (int d = 0; d < fs.ndim; d++)
+        for (int e = 0; e < fs.nentry[d]; e++)
+            if (cspmd_type_get(grad, fs.entry[d][e]) == CSPMD_LT_V) {
+                due.entry[d][due.nentry[d]++] = fs.entry[d][e];
+                any = 1;
+            }
+    if (!any)
+        due.ndim = -1;
+    if (gs.ndim >= 0 || !any) {
+        if (gs.ndim < 0 || spec_equal(&gs, &due)) {
+            *out = grad;
+            return CSPMD_OK;
+        }
+        char fb[256], gb[256];
+        spec_text(&due, fb, sizeof fb);
+        spec_text(&gs, gb, sizeof gb);
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "Gradient PartitionSpec mismatch for %s: the tensor is sharded as "
+                               "%s, so its gradient must be too, but the gradient is sharded as %s",
+                               what, fb, gb);
+    }
+    cspmd_axis_t axes[CSPMD_MAX_AXES];
+    cspmd_ltype_t lts[CSPMD_MAX_AXES];
+    int n = cspmdi_type_axes(grad, axes, lts);
+    if (n < 0)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_grad_spec: unknown type id");
+    return cspmd_type_make(axes, lts, n, &due, out);
 }

@@ -63,6 +63,11 @@ struct AccumulateCheck final : torch::autograd::FunctionPreHook {
             cspmd_type_t have = impl_get_type(g.unsafeGetTensorImpl()), out;
             if (cspmd_grad_check(fwd, have, "", &out) != CSPMD_OK)
                 check(cspmd_grad_check(fwd, have, describe(leaf).c_str(), &out));
+            // Global mode: a gradient that carries a spec carries the leaf's.
+            cspmd_type_t dual = out;
+            if (!cspmd_checker_local() && cspmd_grad_spec(fwd, dual, "", &out) != CSPMD_OK)
+                check(cspmd_grad_spec(fwd, dual, describe(leaf).c_str(), &out));
+            out = dual;  // the spec is stamped on .grad after accumulation
             if (out != have)
                 impl_set_type(g.unsafeGetTensorImpl(), out);
         }
@@ -78,6 +83,34 @@ struct AccumulateCheck final : torch::autograd::FunctionPreHook {
 
   private:
     AccumulateGrad *node_;  // owns this hook, so outlives it
+};
+
+// Global mode: after the engine accumulated into .grad (which may clone the
+// gradient, and the ops backward() runs are checked with local types), .grad
+// takes the leaf's spec on the axes where it is V (cspmd_grad_spec).
+struct AccumulateSpec final : torch::autograd::FunctionPostHook {
+    explicit AccumulateSpec(AccumulateGrad *node) : node_(node) {}
+
+    variable_list operator()(const variable_list &outputs, const variable_list &) override {
+        if (!key_enabled() || cspmd_checker_local())
+            return outputs;
+        const at::Tensor &leaf = node_->variable;
+        const at::Tensor &grad = leaf.grad();
+        cspmd_type_t fwd = impl_get_type(leaf.unsafeGetTensorImpl());
+        if (fwd == CSPMD_TYPE_UNTYPED || !grad.defined())
+            return outputs;
+        cspmd_type_t have = impl_get_type(grad.unsafeGetTensorImpl()), out;
+        if (have == CSPMD_TYPE_UNTYPED)
+            return outputs;
+        if (cspmd_grad_spec(fwd, have, "", &out) != CSPMD_OK)
+            check(cspmd_grad_spec(fwd, have, describe(leaf).c_str(), &out));
+        if (out != have)
+            impl_set_type(grad.unsafeGetTensorImpl(), out);
+        return outputs;
+    }
+
+  private:
+    AccumulateGrad *node_;
 };
 
 bool has_check(Node *node) {
@@ -108,6 +141,7 @@ int64_t watch_leaves(const std::vector<at::Tensor> &roots) {
         if (auto *acc = dynamic_cast<AccumulateGrad *>(n)) {
             if (!has_check(acc)) {
                 acc->add_pre_hook(std::make_unique<AccumulateCheck>(acc));
+                acc->add_post_hook(std::make_unique<AccumulateSpec>(acc));
                 added++;
             }
             continue;

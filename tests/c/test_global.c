@@ -229,6 +229,30 @@ START_TEST(test_oracle_supplies_placements_the_core_decides)
 }
 END_TEST
 
+START_TEST(test_gradient_takes_the_leaf_spec)
+{
+    cspmd_type_t out = 0;
+    /* w {dp: R, tp: S(1)}: its gradient {dp: P, tp: V} is sharded as w on tp */
+    cspmd_type_t w = gty(LR, LV, 2, 1, -1);
+    ck_assert_int_eq(cspmd_grad_spec(w, ty(LP, LV), "w", &out), CSPMD_OK);
+    ck_assert_uint_eq(out, gty(LP, LV, 2, 1, -1));
+    /* already carrying that spec: kept */
+    ck_assert_int_eq(cspmd_grad_spec(w, gty(LP, LV, 2, 1, -1), "w", &out), CSPMD_OK);
+    ck_assert_uint_eq(out, gty(LP, LV, 2, 1, -1));
+    /* sharded on another dim: rejected, both specs named */
+    ck_assert_int_eq(cspmd_grad_spec(w, gty(LP, LV, 2, 0, -1), "w", &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "Gradient PartitionSpec mismatch for w: the tensor is "
+                                         "sharded as (None, tp), so its gradient must be too, but "
+                                         "the gradient is sharded as (tp, None)");
+    /* a replicated leaf: no spec due, none given */
+    ck_assert_int_eq(cspmd_grad_spec(ty(LR, LR), ty(LP, LP), "b", &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LP, LP));
+    ck_assert_int_eq(cspmd_grad_spec(ty(LR, LR), gty(LP, LV, 2, 0, -1), "b", &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_grad_spec(w, ty(LP, LV), "w", NULL), CSPMD_ERR_MISUSE);
+}
+END_TEST
+
 START_TEST(test_ordering_conflict_and_order_kept)
 {
     cspmd_axis_t ax[2] = {DP, TP};
@@ -295,6 +319,7 @@ Suite *suite_global(void)
     tcase_add_test(tc, test_mm_rows_columns_and_contraction);
     tcase_add_test(tc, test_pointwise_broadcast_and_no_rule);
     tcase_add_test(tc, test_oracle_supplies_placements_the_core_decides);
+    tcase_add_test(tc, test_gradient_takes_the_leaf_spec);
     tcase_add_test(tc, test_ordering_conflict_and_order_kept);
     tcase_add_test(tc, test_collective_spec);
     suite_add_tcase(s, tc);

@@ -356,7 +356,9 @@ def test_collective_over_mixed_policy_axes(mesh, dp, tp):
 
 def test_backward_in_global_mode_is_checked_locally(mesh, dp, tp):
     """The ops backward() runs are checked with local types (the reference
-    checks none of them); gradients carry no spec yet."""
+    checks none of them); each leaf's gradient takes the leaf's spec on the
+    axes where it is V (its dual), so an optimizer step in global mode
+    sees both sharded alike."""
     with spmd.set_current_mesh(mesh), typecheck(local=False):
         x = spmd.assert_type(torch.randn(4, 8), {dp: S(0), tp: R})
         w1 = spmd.assert_type(torch.randn(8, 16, requires_grad=True), {dp: R, tp: S(1)})
@@ -368,6 +370,15 @@ def test_backward_in_global_mode_is_checked_locally(mesh, dp, tp):
         loss.backward()
         assert spmd.get_local_type(w1.grad)[spmd.MeshAxis.of(tp)] is V
         assert spmd.get_local_type(w1.grad)[spmd.MeshAxis.of(dp)] is P
+        assert spmd.get_partition_spec(w1.grad) == PS(None, spmd.MeshAxis.of(tp))
+        assert spmd.get_partition_spec(w2.grad) == PS(spmd.MeshAxis.of(tp), None)
+        g = spmd.all_reduce(w1.grad, dp, src=P, dst=R)
+        with torch.no_grad():
+            w1 -= 0.1 * g  # sharded alike: accepted
+    with spmd.set_current_mesh(mesh), typecheck():
+        w = spmd.assert_type(torch.randn(8, 16, requires_grad=True), {dp: I, tp: S(1)})
+        spmd.reinterpret((w * 2).sum(), tp, src=V, dst=P).backward()
+        assert spmd.get_partition_spec(w.grad) is None  # local mode: no specs on results
 
 
 def test_shard_rule_families():
