@@ -43,6 +43,8 @@ CSPMDI_HIDDEN const char *cspmdi_untyped_hint(cspmd_type_t type);
 
 /* 1 if the type carries a partition spec, 0 if not or unknown. */
 CSPMDI_HIDDEN int cspmdi_type_has_spec(cspmd_type_t type);
+/* The type's interned spec (stable for the process), or NULL if none. */
+CSPMDI_HIDDEN const cspmd_spec_t *cspmdi_type_spec_ref(cspmd_type_t type);
 
 /* ---- checker state (mesh.c) -------------------------------------------- */
 

@@ -41,17 +41,17 @@ cspmd_status_t cspmd_global_check_operand(cspmd_type_t type)
     int any_v = 0;
     for (int i = 0; i < n; i++)
         any_v |= lts[i] == CSPMD_LT_V;
-    if (!any_v && !cspmdi_type_has_spec(type))
+    const cspmd_spec_t *ref = cspmdi_type_spec_ref(type);
+    if (!any_v && ref == NULL)
         return CSPMD_OK; /* the common case: nothing to check */
-    cspmd_spec_t spec;
-    cspmd_status_t st = cspmd_type_spec(type, &spec);
-    if (st != CSPMD_OK)
-        return st;
+    cspmd_spec_t none = {.ndim = -1};
+    const cspmd_spec_t *spec = ref != NULL ? ref : &none;
+    cspmd_status_t st;
     for (int i = 0; i < n; i++) {
         int global;
         if ((st = cspmd_axis_is_global(axes[i], &global)) != CSPMD_OK)
             return st;
-        if (global && lts[i] == CSPMD_LT_V && !spec_has(&spec, axes[i], NULL))
+        if (global && lts[i] == CSPMD_LT_V && !spec_has(spec, axes[i], NULL))
             return cspmd_error_set(
                 CSPMD_ERR_SPMD_TYPE,
                 "Tensor has Varying type on axis %s but no PartitionSpec entry. Use assert_type "
@@ -59,9 +59,9 @@ cspmd_status_t cspmd_global_check_operand(cspmd_type_t type)
                 "reinterpret the tensor from V to P.",
                 ax(axes[i]));
     }
-    for (int d = 0; d < spec.ndim; d++)
-        for (int i = 0; i < spec.nentry[d]; i++) {
-            cspmd_axis_t a = spec.entry[d][i];
+    for (int d = 0; d < spec->ndim; d++)
+        for (int i = 0; i < spec->nentry[d]; i++) {
+            cspmd_axis_t a = spec->entry[d][i];
             cspmd_ltype_t lt = cspmd_type_get(type, a);
             int global;
             if ((st = cspmd_axis_is_global(a, &global)) != CSPMD_OK)
@@ -121,19 +121,17 @@ static cspmd_status_t collect_shard_axes(const cspmd_gcall_t *call, shard_axes_t
         cspmd_type_t type = call->tensors[t].type;
         if (type <= CSPMD_TYPE_EMPTY || !cspmdi_type_has_spec(type))
             continue;
-        cspmd_spec_t spec;
-        cspmd_status_t st = cspmd_type_spec(type, &spec);
-        if (st != CSPMD_OK)
-            return st;
-        for (int d = 0; d < spec.ndim; d++) {
+        const cspmd_spec_t *spec = cspmdi_type_spec_ref(type);
+        cspmd_status_t st;
+        for (int d = 0; d < spec->ndim; d++) {
             int prev = -1;
-            for (int e = 0; e < spec.nentry[d]; e++) {
+            for (int e = 0; e < spec->nentry[d]; e++) {
                 int global;
-                if ((st = cspmd_axis_is_global(spec.entry[d][e], &global)) != CSPMD_OK)
+                if ((st = cspmd_axis_is_global(spec->entry[d][e], &global)) != CSPMD_OK)
                     return st;
                 if (!global)
                     continue;
-                int cur = index_of(s, spec.entry[d][e], 1);
+                int cur = index_of(s, spec->entry[d][e], 1);
                 if (cur < 0)
                     return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                            "global mode: more than %d shard axes in one op",
@@ -189,11 +187,9 @@ static int8_t operand_place(const cspmd_gtensor_t *t, cspmd_axis_t a)
     if (t->scalar || t->type <= CSPMD_TYPE_EMPTY)
         return CSPMD_PLACE_REPLICATE;
     int d;
-    if (cspmdi_type_has_spec(t->type)) {
-        cspmd_spec_t spec;
-        if (cspmd_type_spec(t->type, &spec) == CSPMD_OK && spec_has(&spec, a, &d))
-            return (int8_t)d;
-    }
+    const cspmd_spec_t *spec = cspmdi_type_spec_ref(t->type);
+    if (spec != NULL && spec_has(spec, a, &d))
+        return (int8_t)d;
     return cspmd_type_get(t->type, a) == CSPMD_LT_P ? CSPMD_PLACE_PARTIAL
                                                     : CSPMD_PLACE_REPLICATE;
 }

@@ -587,7 +587,16 @@ static int view_rule(shard_io_t *io, int split_ok)
     return fail(io, "the sharded dim %d has no counterpart in the target size", p);
 }
 
-static int view(shard_io_t *io) { return view_rule(io, 0); }
+static _Thread_local int tl_view_split;
+
+int cspmd_global_view_split(int on)
+{
+    int was = tl_view_split;
+    tl_view_split = on != 0;
+    return was;
+}
+
+static int view(shard_io_t *io) { return view_rule(io, tl_view_split); }
 
 /* _unsafe_view comes only from torch's own decompositions (matmul's
  * reshapes of its result): a sharded dim split into several carries the

@@ -83,6 +83,12 @@ int cspmdi_type_has_spec(cspmd_type_t type)
     return r != NULL && r->spec != 0;
 }
 
+const cspmd_spec_t *cspmdi_type_spec_ref(cspmd_type_t type)
+{
+    type_rec_t *r = type_get(type);
+    return r != NULL ? spec_get(r->spec) : NULL;
+}
+
 /* ---- small helpers ---------------------------------------------------- */
 
 static int lt_valid(cspmd_ltype_t lt)

@@ -36,9 +36,8 @@ cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t 
     int nresults = cspmd_call_nreturns(call);
     cspmd_gtensor_t tensors[CSPMD_GLOBAL_MAX_TENSORS];
     cspmd_garg_t gargs[GLOBAL_ARGS];
-    char name[160];
-    const char *ov = cspmd_call_op_overload(call);
-    snprintf(name, sizeof name, "%s%s%s", cspmd_call_op_name(call), ov[0] ? "." : "", ov);
+    cspmdk_op_rules_t rules = cspmdk_op_rules(call);
+    const char *name = rules.display;
     int nt = 0, any_out = 0;
     for (int i = 0; i < args->ntensors; i++) {
         const cspmd_tensor_ref_t *r = &args->tensors[i];
@@ -68,7 +67,7 @@ cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t 
             CSPMD_MAX_DIMS)
             gargs[a].n = CSPMD_GARG_OTHER;
     cspmd_gcall_t g = {name, nt, tensors, na, gargs, nresults};
-    cspmd_shard_rule_t rule = cspmdk_op_rules(call).shard;
+    cspmd_shard_rule_t rule = rules.shard;
     /* No C rule: DTensor's propagation decides the placements (not for
      * out= forms, whose written tensors it would not see). */
     if (rule < 0 && !any_out && nresults <= CSPMD_MAX_RESULTS) {

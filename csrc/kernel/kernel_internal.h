@@ -82,6 +82,7 @@ CSPMDK_HIDDEN int cspmdk_global_active(void);
 typedef struct cspmdk_op_rules {
     cspmd_rule_t local;
     cspmd_shard_rule_t shard;
+    const char *display; /* "aten::add.Tensor", for global mode's messages */
 } cspmdk_op_rules_t;
 CSPMDK_HIDDEN cspmdk_op_rules_t cspmdk_op_rules(const cspmd_call_t *call);
 

@@ -56,20 +56,39 @@ cspmdk_op_rules_t cspmdk_op_rules(const cspmd_call_t *call)
     }
     const char *name = cspmd_call_op_name(call), *overload = cspmd_call_op_overload(call);
     cspmdk_op_rules_t rules = {cspmd_rule_find(name, overload),
-                               cspmd_shard_rule_find(name, overload)};
+                               cspmd_shard_rule_find(name, overload), name};
+    /* "name.overload", made once per operator (kept for the process, as the
+     * table is); the bare name if out of memory */
+    size_t nlen = strlen(name), olen = strlen(overload);
+    char *display = malloc(nlen + olen + 2);
+    if (display != NULL) {
+        memcpy(display, name, nlen);
+        display[nlen] = '.';
+        memcpy(display + nlen + (olen ? 1 : 0), overload, olen + 1);
+        rules.display = display;
+    }
+    int stored = 0;
     pthread_mutex_lock(&rule_mutex);
     for (uint32_t i = 0; i < RULE_SLOTS; i++) {
         rule_slot_t *s = &rule_slots[(h + i) & (RULE_SLOTS - 1)];
         const void *k = atomic_load_explicit(&s->key, memory_order_relaxed);
-        if (k == key)
+        if (k == key) { /* another thread inserted it first */
+            rules.display = s->rules.display;
             break;
+        }
         if (k == NULL) {
             s->rules = rules;
             atomic_store_explicit(&s->key, key, memory_order_release);
+            stored = 1;
             break;
         }
     }
     pthread_mutex_unlock(&rule_mutex);
+    if (!stored) {
+        if (rules.display == display)
+            rules.display = name;
+        free(display);
+    }
     return rules;
 }
 

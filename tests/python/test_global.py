@@ -445,3 +445,32 @@ def test_ops_that_take_the_fallback(mesh, dp, tp):
         with spmd.set_current_mesh(mesh), typecheck(local=False):
             _outcome(spmd, _cases(spmd, dp, tp)[name][0])
     assert set(_dtensor_prop.fallback_ops()) == FALLBACK_OPS
+
+
+def test_einsum_views_may_split_a_sharded_dim(mesh, dp, tp):
+    """torch decomposes einsum into permute, view and bmm, merging dims and
+    splitting them back: inside einsum such a split of a sharded dim puts
+    the shard on the outermost piece (as the reference, which propagates
+    the einsum as a whole, agrees); a user's view that splits one still
+    raises the reference's error."""
+    def program(m):
+        x = m.assert_type(torch.randn(2, 5, 6), {dp: m.S(0), tp: m.R})
+        w = m.assert_type(torch.randn(2, 6, 3), {dp: m.R, tp: m.S(0)})
+        y = torch.einsum("bsd,hde->bhse", x, w)
+        z = torch.einsum("bsd,de->bse", x, m.assert_type(torch.randn(6, 3), {dp: m.R, tp: m.S(1)}))
+        return y, z
+
+    from reference import load
+    ref, ref_checker = load(), load("spmd_types.checker")
+    fmt = _fmt(spmd)
+    specs = {}
+    for m, check in ((spmd, typecheck), (ref, ref_checker.typecheck)):
+        with m.set_current_mesh(mesh), check(local=False):
+            specs[m.__name__] = [tuple(None if e is None else fmt(e) for e in m.get_partition_spec(r))
+                                 for r in program(m)]
+    assert specs["cspmd"] == specs["spmd_types"] == [
+        ("mesh_dp", "mesh_tp", None, None), ("mesh_dp", None, "mesh_tp")]
+    with spmd.set_current_mesh(mesh), typecheck(local=False):
+        x = spmd.assert_type(torch.randn(2, 10, 6), {dp: S(1), tp: R})
+        with pytest.raises(spmd.DTensorPropagationError, match="into multiple smaller dimensions"):
+            x.view(2, 2, 5, 6)

@@ -21,7 +21,7 @@ LAYERS = [
     ["mesh"],
     ["types", "testing"],
     ["_type_ids", "checker", "collectives", "_compile_markers"],
-    ["scalar", "carry", "compiled_grads"],
+    ["scalar", "carry", "compiled_grads", "_dtensor_prop", "_einsum"],
     ["runtime"],
     ["registration", "regions", "module", "reinterpret_mesh", "compiled"],
     ["dtensor", "pytest_plugin"],
