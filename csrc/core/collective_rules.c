@@ -370,34 +370,20 @@ cspmd_status_t cspmd_coll_infer(const char *fn, cspmd_axis_t axis, cspmd_ltype_t
     return cspmd_coll_infer_input(fn, axis, src, dst, in, 0, out);
 }
 
-cspmd_status_t cspmd_coll_infer_input(const char *fn, cspmd_axis_t axis, cspmd_ltype_t src,
-                                      cspmd_ltype_t dst, cspmd_type_t in, int input_no_grad,
-                                      cspmd_type_t *out)
+/* The input's axes in its key order (canonical: by display name) into
+ * axes/lts (*np of them), and the indices of those the collective axis
+ * resolves to (*nresp): the axis itself, or sub-axes that flatten to it. */
+static cspmd_status_t resolve_input(cspmd_type_t in, cspmd_axis_t axis, cspmd_axis_t *axes,
+                                    cspmd_ltype_t *lts, int *np, int *resolved, int *nresp)
 {
-    if (fn == NULL || out == NULL)
-        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_infer: NULL argument");
-    if (src < CSPMD_LT_R || src > CSPMD_LT_P || dst < CSPMD_LT_R || dst > CSPMD_LT_P)
-        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_infer: bad src/dst %d/%d",
-                               (int)src, (int)dst);
-    if (!cspmdi_axis_valid(axis))
-        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_infer: unknown axis id %u",
-                               (unsigned)axis);
-    if (!cspmdi_type_valid(in))
-        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_infer: unknown type id %u",
-                               (unsigned)in);
-
-    /* The input's axes in its key order (canonical: by display name). */
-    int n = cspmd_type_naxes(in);
-    cspmd_axis_t axes[CSPMD_MAX_AXES];
-    cspmd_ltype_t lts[CSPMD_MAX_AXES];
+    int n = *np = cspmd_type_naxes(in);
+    *nresp = 0;
     for (int i = 0; i < n; i++) {
         cspmd_status_t st = cspmd_type_entry(in, i, &axes[i], &lts[i]);
         if (st != CSPMD_OK)
             return st;
     }
 
-    /* Resolve the collective axis (step 3). */
-    int resolved[CSPMD_MAX_AXES];
     int nres = 0;
     for (int i = 0; i < n; i++)
         if (axes[i] == axis)
@@ -421,6 +407,47 @@ cspmd_status_t cspmd_coll_infer_input(const char *fn, cspmd_axis_t axis, cspmd_l
         if (nsub > 0 && cspmd_axes_flatten(sub, nsub, &flat) == CSPMD_OK && flat == axis) {
             for (int k = 0; k < nsub; k++)
                 resolved[nres++] = idx[k];
+        }
+    }
+
+    *nresp = nres;
+    return CSPMD_OK;
+}
+
+cspmd_status_t cspmd_coll_infer_input(const char *fn, cspmd_axis_t axis, cspmd_ltype_t src,
+                                      cspmd_ltype_t dst, cspmd_type_t in, int input_no_grad,
+                                      cspmd_type_t *out)
+{
+    if (fn == NULL || out == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_infer: NULL argument");
+    if (src < CSPMD_LT_R || src > CSPMD_LT_P || dst < CSPMD_LT_R || dst > CSPMD_LT_P)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_infer: bad src/dst %d/%d",
+                               (int)src, (int)dst);
+    if (!cspmdi_axis_valid(axis))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_infer: unknown axis id %u",
+                               (unsigned)axis);
+    if (!cspmdi_type_valid(in))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_infer: unknown type id %u",
+                               (unsigned)in);
+
+    /* Resolve the collective axis (step 3); an input typed on another
+     * presentation of the ranks (no axis of it resolves) is first retagged
+     * onto the current mesh, as ops retag their operands. */
+    cspmd_axis_t axes[CSPMD_MAX_AXES];
+    cspmd_ltype_t lts[CSPMD_MAX_AXES];
+    int resolved[CSPMD_MAX_AXES];
+    int n, nres;
+    cspmd_status_t rst = resolve_input(in, axis, axes, lts, &n, resolved, &nres);
+    if (rst != CSPMD_OK)
+        return rst;
+    if (nres == 0 && axis != CSPMD_AXIS_TRIVIAL) {
+        cspmd_type_t moved;
+        if ((rst = cspmd_type_to_mesh(in, 0, &moved)) != CSPMD_OK)
+            return rst;
+        if (moved != in) {
+            in = moved;
+            if ((rst = resolve_input(in, axis, axes, lts, &n, resolved, &nres)) != CSPMD_OK)
+                return rst;
         }
     }
 

@@ -461,6 +461,28 @@ static cspmd_ltype_t elem_get(const elem_t *e, cspmd_axis_t axis)
     return CSPMD_LT_NONE;
 }
 
+/* The missing-axis errors' hint: when the elements of v are typed on more
+ * than one set of axes, the cross-mesh advice for their types (a
+ * compatible mesh to reinterpret to, a sub-axis, a rank overlap), after a
+ * blank line.  Error path only: it may allocate. */
+static void sb_cross_mesh_hint(sbuf_t *b, const view_t *v)
+{
+    cspmd_type_t *types = malloc((size_t)(v->n + 1) * sizeof *types);
+    if (types == NULL)
+        return;
+    int n = 0;
+    elem_t e;
+    for (int k = v->has_lead ? -1 : 0; k < v->n; k++) {
+        if (!view_elem(v, k, &e))
+            continue;
+        types[n++] = k < 0 ? v->lead : v->ops[k].type;
+    }
+    char advice[MSG_CAP];
+    if (cspmd_cross_mesh_advice(types, n, advice, sizeof advice) > 0)
+        sb_add(b, "\n\nHint: %s", advice);
+    free(types);
+}
+
 /* Sort by display name, then id. */
 static void sort_by_name(cspmd_axis_t *a, int n)
 {
@@ -624,6 +646,7 @@ static cspmd_status_t infer_view(const view_t *v, int lin, const mesh_info_t *m,
                 if (e.untyped)
                     sb_add(&b, " args[%d] has no type at all: annotate it with assert_type().",
                            my);
+                sb_cross_mesh_hint(&b, v);
                 return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "%s", msg);
             }
             present++;

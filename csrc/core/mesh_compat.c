@@ -159,7 +159,37 @@ static int64_t sat_mul(int64_t a, int64_t b)
     return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
-/* Remap spec through pairs, in place. */
+/* *ok = every axis of e[0..n) has a destination group and, with checking
+ * on, no destination axis is global: then an unmatched suffix may decay
+ * (its shards are dropped, the outer prefix kept) instead of failing.
+ * Policy errors (an axis outside the current mesh) are returned. */
+static cspmd_status_t may_decay(const cspmd_axis_t *e, int n, const group_pair_t *pairs,
+                                int npairs, int *ok)
+{
+    *ok = 1;
+    for (int i = 0; i < n && *ok; i++) {
+        int found = 0;
+        for (int p = 0; p < npairs && !found; p++) {
+            if (find_axis(pairs[p].s, pairs[p].ns, e[i]) < 0)
+                continue;
+            found = 1;
+            for (int q = 0; q < pairs[p].nd && cspmd_checker_enabled(); q++) {
+                int global = 0;
+                cspmd_status_t st = cspmd_axis_is_global(pairs[p].d[q], &global);
+                if (st != CSPMD_OK)
+                    return st;
+                if (global)
+                    *ok = 0;
+            }
+        }
+        if (!found)
+            *ok = 0;
+    }
+    return CSPMD_OK;
+}
+
+/* Remap spec through pairs, in place.  An entry's suffix that matches no
+ * group decays when may_decay allows it (local axes keep no shard order). */
 static cspmd_status_t remap_spec(cspmd_spec_t *spec, const group_pair_t *pairs, int npairs)
 {
     cspmd_spec_t out = *spec;
@@ -183,6 +213,12 @@ static cspmd_status_t remap_spec(cspmd_spec_t *spec, const group_pair_t *pairs, 
                 }
             }
             if (!matched) {
+                int decay;
+                cspmd_status_t st = may_decay(e + i, n - i, pairs, npairs, &decay);
+                if (st != CSPMD_OK)
+                    return st;
+                if (decay)
+                    break;
                 char m[MSG];
                 sb_t b = {m, sizeof m, 0};
                 sb_add(&b, "Cannot remap PartitionSpec: dim %d is sharded on ", d);

@@ -381,6 +381,29 @@ START_TEST(test_coll_infer_flattened)
 }
 END_TEST
 
+START_TEST(test_coll_infer_other_mesh)
+{
+    /* typed on the 8 ranks as one axis: retagged onto the current mesh
+     * (dp, tp) first, then reduced over tp */
+    cspmd_axis_t world = h_axis(8, 1);
+    cspmd_ltype_t lp = LP;
+    cspmd_type_t in = 0, out = 0;
+    ck_assert_int_eq(cspmd_type_make(&world, &lp, 1, NULL, &in), CSPMD_OK);
+    mesh_both();
+    ck_assert_int_eq(cspmd_coll_infer("all_reduce", TP, LP, LR, in, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LP, LR));
+    ck_assert_int_eq(cspmd_coll_infer("all_gather", DP, LV, LR, in, &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "all_gather: expected input type " LV_
+                                         " on axis dp, got " LP_);
+    /* without a current mesh there is nothing to retag onto */
+    ck_assert_int_eq(cspmd_mesh_pop(), CSPMD_OK);
+    ck_assert_int_eq(cspmd_coll_infer("all_reduce", TP, LP, LR, in, &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_msg(strstr(cspmd_last_error(), "tensor has no type for axis tp") != NULL, "%s",
+                  cspmd_last_error());
+}
+END_TEST
+
 START_TEST(test_coll_infer_misuse)
 {
     cspmd_type_t out = 0;
@@ -411,6 +434,7 @@ Suite *suite_coll(void)
     tcase_add_test(tc, test_coll_infer_basic);
     tcase_add_test(tc, test_coll_infer_unresolved);
     tcase_add_test(tc, test_coll_infer_flattened);
+    tcase_add_test(tc, test_coll_infer_other_mesh);
     tcase_add_test(tc, test_coll_infer_misuse);
     suite_add_tcase(s, tc);
     return s;

@@ -220,6 +220,15 @@ START_TEST(test_spec_remap)
     cspmd_type_t dst = mk(1, AX(DPCP), LT(V), NULL);
     cspmd_spec_t s = spec1(2, AX(DP, CP), 2, NULL, 0);
     full_ok(mk(2, AX(DP, CP), LT(V, V), &s), dst, "{dp_cp: V} PartitionSpec(dp_cp, None)");
+    /* no group matches: with checking off (or local axes) the shards decay */
+    s = spec1(2, AX(CP, DP), 2, NULL, 0);
+    full_ok(mk(2, AX(DP, CP), LT(V, V), &s), dst, "{dp_cp: V} PartitionSpec(None, None)");
+    s = spec1(2, AX(DP), 1, AX(CP), 1);
+    full_ok(mk(2, AX(DP, CP), LT(V, V), &s), dst, "{dp_cp: V} PartitionSpec(None, None)");
+    /* onto a global axis they cannot: the error */
+    ck_assert_int_eq(cspmd_mesh_push(AX(DPCP), 1), CSPMD_OK);
+    cspmd_checker_set(1, 1);
+    cspmd_checker_set_local(0);
     s = spec1(2, AX(CP, DP), 2, NULL, 0);
     full_err(mk(2, AX(DP, CP), LT(V, V), &s), dst,
              "Cannot remap PartitionSpec: dim 0 is sharded on (cp, dp) which does not exactly "
@@ -228,6 +237,9 @@ START_TEST(test_spec_remap)
     full_err(mk(2, AX(DP, CP), LT(V, V), &s), dst,
              "Cannot remap PartitionSpec: dim 0 is sharded on dp which does not exactly match "
              "any remapped group.");
+    cspmd_checker_set_local(1);
+    cspmd_checker_set(0, 0);
+    ck_assert_int_eq(cspmd_mesh_pop(), CSPMD_OK);
     /* a shared axis is its own group: (tp, dp, cp) -> (tp, dp_cp) */
     s = spec1(1, AX(TP, DP, CP), 3, NULL, 0);
     full_ok(mk(3, AX(DP, CP, TP), LT(V, V, V), &s), mk(2, AX(DPCP, TP), LT(V, V), NULL),

@@ -198,8 +198,12 @@ START_TEST(test_strict_missing_axis_mesh)
     mesh_both();
     INFER_ERR("aten::add", "Tensor", CSPMD_ERR_SPMD_TYPE, "", TEN(ty(LR, NONE), 0),
               TEN(ty(LR, LR), 1));
+    /* with the reference's hint: the operands' axis sets differ */
     ck_assert_str_eq(cspmd_last_error(),
-                     "args[0] missing axis tp from the current mesh {dp, tp}. args[0] has axes {dp}.");
+                     "args[0] missing axis tp from the current mesh {dp, tp}. args[0] has axes "
+                     "{dp}.\n\nHint: The operand axes {dp} and {dp, tp} are cross-mesh "
+                     "compatible. Use reinterpret_mesh() to convert the operand with axes {dp} "
+                     "to axes {dp, tp} before this operation.");
     /* untyped operand under a mesh */
     INFER_ERR("aten::exp", "", CSPMD_ERR_SPMD_TYPE, "", TEN(CSPMD_TYPE_UNTYPED, 0));
     ck_assert_str_eq(cspmd_last_error(),

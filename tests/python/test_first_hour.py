@@ -123,7 +123,7 @@ def test_value_and_type_errors_filtered_to_user_frames(checked, exc, call):
             call()
     files = frames(e.value.__traceback__)
     assert files and not [f for f in files if "/cspmd/" in f], files
-    assert len(e.value.__notes__) == 1
+    assert str(e.value).count("SPMD_TYPES_TRACEBACK_FILTERING=off") == 1
     assert [f for f in frames(e.value.__cause__.__traceback__) if "/cspmd/" in f]
 
 
@@ -177,4 +177,4 @@ def test_rank_without_a_chunk_raises():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "convert(R, S(0)): extent 3 splits into fewer than 4 chunks"
+    assert out.stdout.splitlines()[0] == "convert(R, S(0)): extent 3 splits into fewer than 4 chunks"

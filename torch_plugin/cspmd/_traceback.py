@@ -89,8 +89,9 @@ def _filter(e):
         wrapper = UnfilteredStackTrace("The above is the original, unfiltered traceback.")
         wrapper.__traceback__ = tb
         e.__cause__ = wrapper
-    if _NOTE not in getattr(e, "__notes__", ()):
-        e.add_note(_NOTE)
+    # part of the message, as the reference has it: str(err) says it too
+    if e.args and isinstance(e.args[0], str) and _NOTE not in e.args[0]:
+        e.args = (f"{e.args[0]}\n\n{_NOTE}",) + e.args[1:]
     e.__traceback__ = out
 
 

@@ -413,9 +413,12 @@ def normalize_axis(axis: Any) -> "MeshAxis":
                                 "Use set_current_mesh() or pass a MeshAxis/ProcessGroup.")
         found = e.all_names.get(axis)
         if found is None:
-            avail = ", ".join(sorted(e.all_names))
-            raise SpmdTypeError(f"No mesh axis named {axis!r} in the current mesh. "
-                                f"Available: {avail}")
+            avail = ", ".join(sorted(e.all_names)) or "(no named axes)"
+            msg = f"No mesh axis named {axis!r} in the current mesh. Available: {avail}"
+            if any(axis in outer.all_names for outer in _stack()):
+                msg += (f". Note: {axis!r} exists in an outer mesh on the stack -- did you "
+                        f"mean to use it outside the current set_current_mesh() context?")
+            raise SpmdTypeError(msg)
         return found
     return MeshAxis.of(axis)
 
