@@ -125,6 +125,37 @@ static cspmd_status_t cat_pieces(cspmd_tensor_t *src, int64_t dim, const int64_t
     return st;
 }
 
+/* A step whose result depends on the rank: r is its index in the group. */
+typedef cspmd_status_t (*rank_step_t)(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_t r,
+                                      int64_t ws, cspmd_tensor_t **out);
+
+/* Run step on x as rank r; on a LocalTensor (LocalTensorMode), once per
+ * simulated rank on that rank's tensor, as that rank, joined back into a
+ * LocalTensor.  The rank-free steps run on the LocalTensor itself: torch
+ * runs their ops, and the c10d collectives, per rank. */
+static cspmd_status_t per_rank(rank_step_t step, const cspmd_coll_call_t *c, cspmd_tensor_t *x,
+                               int64_t r, int64_t ws, cspmd_tensor_t **out)
+{
+    cspmd_local_t *l;
+    cspmd_status_t st = cspmd_local_split(x, c->group, &l);
+    if (st != CSPMD_OK)
+        return st;
+    if (l == NULL)
+        return step(c, x, r, ws, out);
+    int n = cspmd_local_count(l);
+    for (int i = 0; i < n && st == CSPMD_OK; i++) {
+        int64_t gr;
+        cspmd_tensor_t *xi = cspmd_local_get(l, i, &gr), *yi;
+        st = step(c, xi, gr, ws, &yi);
+        if (st == CSPMD_OK)
+            cspmd_local_put(l, i, yi);
+    }
+    if (st == CSPMD_OK)
+        st = cspmd_local_join(l, out);
+    cspmd_local_free(l);
+    return st;
+}
+
 /* Gather x along dim d (concat); every rank's piece has x's shape. */
 static cspmd_status_t gather_cat(cspmd_tensor_t *x, int64_t d, const char *group, int64_t ws,
                                  cspmd_tensor_t **out)
@@ -144,6 +175,36 @@ done:
     return st;
 }
 
+static int64_t largest(const int64_t *sizes, int n)
+{
+    int64_t most = 0;
+    for (int i = 0; i < n; i++)
+        most = sizes[i] > most ? sizes[i] : most;
+    return most;
+}
+
+/* Uneven all_gather, rank r's part: its piece, checked against
+ * split_sizes and padded to the largest piece. */
+static cspmd_status_t pad_piece(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_t r,
+                                int64_t ws, cspmd_tensor_t **out)
+{
+    (void)ws;
+    int64_t d = c->dim_a;
+    if (cspmd_tensor_size(x, d) != c->sizes_a[r])
+        return value_error("all_gather: rank %lld has extent %lld on the gather dim but "
+                           "split_sizes says %lld", (long long)r,
+                           (long long)cspmd_tensor_size(x, d), (long long)c->sizes_a[r]);
+    cspmd_tensor_t *pad;
+    cspmd_status_t st = cspmd_op_zeros(x, d, largest(c->sizes_a, c->nsizes_a), 0, &pad);
+    if (st == CSPMD_OK)
+        st = cspmd_op_copy_into(pad, d, 0, x);
+    if (st == CSPMD_OK)
+        *out = pad;
+    else
+        cspmd_tensor_release(pad);
+    return st;
+}
+
 static cspmd_status_t all_gather(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_t r,
                                  int64_t ws, cspmd_tensor_t **out)
 {
@@ -160,15 +221,7 @@ static cspmd_status_t all_gather(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
         TRY(gather_cat(x, d, c->group, ws, out));
     } else { /* uneven: pad every piece to the largest, gather, cut */
         TRY(check_sizes("all_gather", c->sizes_a, c->nsizes_a, ws, -1));
-        if (cspmd_tensor_size(x, d) != c->sizes_a[r]) {
-            st = value_error("all_gather: rank %lld has extent %lld on the gather dim but "
-                             "split_sizes says %lld", (long long)r,
-                             (long long)cspmd_tensor_size(x, d), (long long)c->sizes_a[r]);
-            goto done;
-        }
-        int64_t most = 0;
-        for (int i = 0; i < c->nsizes_a; i++)
-            most = c->sizes_a[i] > most ? c->sizes_a[i] : most;
+        int64_t most = largest(c->sizes_a, c->nsizes_a);
         cspmd_tensor_t *pad, *g;
         offs = table_alloc(ws, sizeof *offs);
         if (offs == NULL) {
@@ -177,9 +230,8 @@ static cspmd_status_t all_gather(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
         }
         for (int64_t s = 0; s < ws; s++)
             offs[s] = s * most;
-        TRY(cspmd_op_zeros(x, d, most, 0, &pad));
+        TRY(per_rank(pad_piece, c, x, r, ws, &pad));
         keep(&p, pad);
-        TRY(cspmd_op_copy_into(pad, d, 0, x));
         TRY(gather_cat(pad, d, c->group, ws, &g));
         keep(&p, g);
         TRY(cat_pieces(g, d, offs, c->sizes_a, ws, PIECE_NARROW, d, out));
@@ -188,6 +240,14 @@ done:
     drain(&p);
     free(offs);
     return st;
+}
+
+/* Uneven reduce_scatter, rank r's part: its piece of the reduced whole. */
+static cspmd_status_t keep_piece(const cspmd_coll_call_t *c, cspmd_tensor_t *s, int64_t r,
+                                 int64_t ws, cspmd_tensor_t **out)
+{
+    (void)ws;
+    return cspmd_op_narrow(s, c->dim_a, offset_of(c->sizes_a, r), c->sizes_a[r], out);
 }
 
 static cspmd_status_t reduce_scatter(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_t r,
@@ -203,7 +263,7 @@ static cspmd_status_t reduce_scatter(const cspmd_coll_call_t *c, cspmd_tensor_t 
         keep(&p, t);
         TRY(cspmd_c10d_all_reduce(t, c->group, 0, &s));
         keep(&p, s);
-        TRY(cspmd_op_narrow(s, d, offset_of(c->sizes_a, r), c->sizes_a[r], out));
+        TRY(per_rank(keep_piece, c, s, r, ws, out));
         goto done;
     }
     if (c->dst.shard_dim < 0 && n != ws) {
@@ -311,8 +371,6 @@ static cspmd_status_t convert(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int
     int64_t d = c->dim_a;
     int from_shard = c->src.shard_dim >= 0, to_shard = c->dst.shard_dim >= 0;
     cspmd_tensor_t *z;
-    if ((a == CSPMD_LT_I || a == CSPMD_LT_R) && (b == CSPMD_LT_I || b == CSPMD_LT_R))
-        return cspmd_op_alias(x, out);
     if ((a == CSPMD_LT_I || a == CSPMD_LT_R) && b == CSPMD_LT_V) {
         int64_t n = cspmd_tensor_size(x, d);
         if (c->sizes_a != NULL) { /* uneven shard: this rank's piece */
@@ -399,7 +457,10 @@ static cspmd_status_t body(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_
     case CSPMD_COLL_INVARIANT_TO_REPLICATE:
         return cspmd_op_alias(x, out); /* the data never changes */
     case CSPMD_COLL_CONVERT:
-        return convert(c, x, r, ws, out);
+        if ((c->src.ltype == CSPMD_LT_I || c->src.ltype == CSPMD_LT_R) &&
+            (c->dst.ltype == CSPMD_LT_I || c->dst.ltype == CSPMD_LT_R))
+            return cspmd_op_alias(x, out);
+        return per_rank(convert, c, x, r, ws, out);
     case CSPMD_COLL_REDISTRIBUTE:
         break; /* never runs itself: cspmd_coll_route names the op */
     }

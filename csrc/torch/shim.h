@@ -196,6 +196,25 @@ cspmd_status_t cspmd_op_zeros(cspmd_tensor_t *x, int64_t dim, int64_t extent, in
 cspmd_status_t cspmd_op_copy_into(cspmd_tensor_t *dst, int64_t dim, int64_t start,
                                   cspmd_tensor_t *src);
 
+/* ---- LocalTensorMode: one tensor per simulated rank ------------------ */
+/* A LocalTensor (torch.distributed._local_tensor) holds every simulated
+ * rank's tensor.  Ops on it run per rank below cspmd's key; the steps of a
+ * collective that depend on the rank are run here once per rank. */
+typedef struct cspmd_local cspmd_local_t;
+
+/* If x is a LocalTensor: *out holds its per-rank tensors, each with its
+ * rank's index in `group`; otherwise *out is NULL.  Free with
+ * cspmd_local_free.  Errors: PENDING (a rank outside the group's layout). */
+cspmd_status_t cspmd_local_split(cspmd_tensor_t *x, const char *group, cspmd_local_t **out);
+int cspmd_local_count(const cspmd_local_t *l);
+/* Rank i's tensor (borrowed) and, in *group_rank, its index in the group. */
+cspmd_tensor_t *cspmd_local_get(const cspmd_local_t *l, int i, int64_t *group_rank);
+/* Replace rank i's tensor with t (an owned reference, taken over). */
+void cspmd_local_put(cspmd_local_t *l, int i, cspmd_tensor_t *t);
+/* A new LocalTensor of the per-rank tensors; *out is an owned reference. */
+cspmd_status_t cspmd_local_join(cspmd_local_t *l, cspmd_tensor_t **out);
+void cspmd_local_free(cspmd_local_t *l);
+
 /* ---- c10d functional collectives (by group name), waited on ----------- */
 
 cspmd_status_t cspmd_group_info(const char *group, int64_t *rank, int64_t *size);

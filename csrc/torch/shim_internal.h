@@ -65,6 +65,13 @@ std::vector<std::string> register_type_saving();
 cspmd_type_t impl_get_type(const c10::TensorImpl *impl);
 void impl_set_type(c10::TensorImpl *impl, cspmd_type_t type);
 
+// LocalTensorMode (local_tensor.cpp): whether impl is a LocalTensor (no
+// GIL taken), and its per-rank tensors' common type (UNTYPED if they
+// disagree) or writing one type on all of them.
+bool impl_is_local_tensor(const c10::TensorImpl *impl);
+cspmd_type_t local_tensor_inner_type(const c10::TensorImpl *impl);
+void local_tensor_set_inner_types(const c10::TensorImpl *impl, cspmd_type_t type);
+
 // Keep a torch exception for the outermost C++ frame; returns PENDING.
 cspmd_status_t keep_pending(std::exception_ptr e);
 // Rethrow a pending exception, or throw the core's error as the Python

@@ -152,7 +152,9 @@ cspmd_status_t cspmd_op_zeros(cspmd_tensor_t *x, int64_t dim, int64_t extent, in
             shape.insert(shape.begin() + dim, extent);
         else if (extent >= 0)
             shape[static_cast<size_t>(dim)] = extent;
-        *out = give(at::zeros(shape, t.options()));
+        // new_zeros, not the factory: under LocalTensorMode a factory call
+        // would make a LocalTensor out of one rank's piece.
+        *out = give(t.new_zeros(shape));
     });
 }
 

@@ -55,7 +55,9 @@ c10::BackendMeta *meta_for(cspmd_type_t type) {
 
 } // namespace
 
-cspmd_type_t impl_get_type(const c10::TensorImpl *impl) {
+namespace {
+
+cspmd_type_t read_meta(const c10::TensorImpl *impl) {
     // get_backend_meta() is non-const only because it hands out a pointer.
     auto *m = const_cast<c10::TensorImpl *>(impl)->get_backend_meta();
     // TypeMeta is final, so comparing type_info is exact (and cheaper than
@@ -65,7 +67,7 @@ cspmd_type_t impl_get_type(const c10::TensorImpl *impl) {
     return static_cast<TypeMeta *>(m)->type;
 }
 
-void impl_set_type(c10::TensorImpl *impl, cspmd_type_t type) {
+void write_meta(c10::TensorImpl *impl, cspmd_type_t type) {
     if (type == CSPMD_TYPE_UNTYPED) {
         if (impl->get_backend_meta())
             impl->set_backend_meta(nullptr);
@@ -77,6 +79,29 @@ void impl_set_type(c10::TensorImpl *impl, cspmd_type_t type) {
     if (impl->get_backend_meta() == m)
         return;
     impl->set_backend_meta(c10::intrusive_ptr<c10::BackendMeta>::reclaim_copy(m));
+}
+
+} // namespace
+
+// A LocalTensor's type is also written on its per-rank tensors: torch
+// detaches a LocalTensor (autograd saving an op's output, .data) in
+// Python, per rank, into a new LocalTensor that cspmd never sees made.
+// Its per-rank tensors keep their types, and the first read takes the
+// type from them (local_tensor.cpp).
+cspmd_type_t impl_get_type(const c10::TensorImpl *impl) {
+    cspmd_type_t t = read_meta(impl);
+    if (t == CSPMD_TYPE_UNTYPED && impl_is_local_tensor(impl)) {
+        t = local_tensor_inner_type(impl);
+        if (t != CSPMD_TYPE_UNTYPED)
+            write_meta(const_cast<c10::TensorImpl *>(impl), t);
+    }
+    return t;
+}
+
+void impl_set_type(c10::TensorImpl *impl, cspmd_type_t type) {
+    write_meta(impl, type);
+    if (impl_is_local_tensor(impl))
+        local_tensor_set_inner_types(impl, type);
 }
 
 } // namespace cspmd

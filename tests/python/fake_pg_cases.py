@@ -117,35 +117,44 @@ class MeshShape(FakeProcessGroupTestCase):
         _relu_of_partial_raises(self, self.mesh.get_group("dp"))
 
 
-class LocalTensorIsRefused(unittest.TestCase):
-    def test_clear_error_instead_of_unchecked_tests(self):
-        class UsesLocalTensors(LocalTensorTestCase):
+class LocalTensors(LocalTensorTestCase):
+    WORLD_SIZE = 4
+
+    def test_every_rank_computed_and_checked(self):
+        from torch.distributed._local_tensor import LocalTensor
+        x = self.rank_map(lambda r: torch.full((2,), float(r)))
+        self.assertIsInstance(x, LocalTensor)
+        spmd.assert_type(x, {self.pg: spmd.P})
+        with typecheck():
+            with self.assertRaises(spmd.SpmdTypeError):
+                torch.relu(x)
+            y = spmd.all_reduce(x, self.pg, src=spmd.P, dst=spmd.R)
+            z = spmd.convert(y, self.pg, src=spmd.R, dst=spmd.P)
+        self.assertIs(spmd.get_axis_local_type(z, self.pg), spmd.P)
+        for r, t in z._local_tensors.items():
+            self.assertTrue(torch.equal(t, torch.full((2,), 6.0 if r == 0 else 0.0)))
+
+    def test_mode_is_left_after_the_test(self):
+        from torch.distributed._local_tensor import local_tensor_mode
+        self.assertIs(local_tensor_mode(), self.mode)
+
+
+class LocalTensorModeEnds(unittest.TestCase):
+    def test_no_mode_after_the_class(self):
+        from torch.distributed._local_tensor import local_tensor_mode
+
+        class One(LocalTensorTestCase):
+            WORLD_SIZE = 2
+
             def test_anything(self):
                 pass
 
         out = io.StringIO()
-        suite = unittest.defaultTestLoader.loadTestsFromTestCase(UsesLocalTensors)
+        suite = unittest.defaultTestLoader.loadTestsFromTestCase(One)
         result = unittest.TextTestRunner(stream=out).run(suite)
-        self.assertEqual(len(result.errors), 1, out.getvalue())
-        self.assertIn("does not support LocalTensorMode yet", out.getvalue())
+        self.assertTrue(result.wasSuccessful(), out.getvalue())
+        self.assertIsNone(local_tensor_mode())
         self.assertFalse(dist.is_initialized())
-
-    def test_local_tensors_cannot_be_typed(self):
-        """The limit behind the refusal: an op on a LocalTensor reaches
-        cspmd's key, but cspmd's collectives are not validated per rank over
-        LocalTensors, so typing one raises instead of running with untrusted
-        types."""
-        from torch.distributed._local_tensor import LocalTensorMode
-        with fake_pg(2) as pg, LocalTensorMode(2) as mode:
-            x = mode.rank_map(lambda r: torch.full((2,), float(r)))
-            for call in (lambda: spmd.assert_type(x, {pg: spmd.P}),
-                         lambda: spmd.get_local_type(x)):
-                with self.assertRaisesRegex(NotImplementedError,
-                                            "does not support LocalTensorMode yet"):
-                    call()
-            with typecheck():
-                y = torch.relu(x)  # untyped: runs unchecked, like any untyped op
-            self.assertEqual(type(y).__name__, "LocalTensor")
 
 if __name__ == "__main__":
     unittest.main()

@@ -16,7 +16,7 @@ PKG = os.path.dirname(cspmd.__file__)
 # Lowest first.  A module may import only modules of an earlier layer;
 # __init__ (the public namespace) sits on top and may import any.
 LAYERS = [
-    ["_errors", "_frames", "_lib"],
+    ["_errors", "_frames", "_lib", "_local_tensor"],
     ["_codes", "_traceback", "trace", "_graph_check"],
     ["mesh"],
     ["types", "testing"],

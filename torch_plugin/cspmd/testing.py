@@ -6,8 +6,9 @@ another process, so a 2x4 mesh fits in one CPU-only test.
 - ``fake_mesh(shape, mesh_dim_names)``: the same plus a DeviceMesh of that shape;
 - ``FakeProcessGroupTestCase``: a ``unittest.TestCase`` base whose class has
   ``pg`` and ``mesh`` (``MESH_SHAPE``/``MESH_DIM_NAMES`` or ``WORLD_SIZE``);
-- ``LocalTensorTestCase``: named like the reference's, but LocalTensorMode is
-  not supported yet: it raises saying so (see docs/testing.md).
+- ``LocalTensorTestCase``: the same, with every test inside PyTorch's
+  ``LocalTensorMode`` (all ranks' data in this process; ``rank_map`` builds
+  a tensor per rank) -- see docs/testing.md.
 
 Names and class attributes follow spmd_types' ``fake_pg`` and
 ``FakeProcessGroupTestCase``.  Every helper tears down what it set up (the
@@ -21,14 +22,6 @@ import unittest
 from ._traceback import api_boundary
 
 __all__ = ["fake_pg", "fake_mesh", "FakeProcessGroupTestCase", "LocalTensorTestCase"]
-
-LOCAL_TENSOR_UNSUPPORTED = (
-    "cspmd does not support LocalTensorMode yet: ops on a LocalTensor are type-checked, "
-    "but cspmd's collectives and rank-dependent conversions have not been validated "
-    "per rank over LocalTensors, so multi-rank numerics would not be trustworthy. "
-    "Use FakeProcessGroupTestCase (one rank's view on the fake backend) to test "
-    "types; see docs/testing.md.")
-
 
 def _check_shape(shape, mesh_dim_names):
     if isinstance(shape, int) and not isinstance(shape, bool):
@@ -161,10 +154,21 @@ class FakeProcessGroupTestCase(unittest.TestCase):
 
 
 class LocalTensorTestCase(FakeProcessGroupTestCase):
-    """The reference's base for multi-rank LocalTensor tests.  cspmd does not
-    support LocalTensorMode yet, so every test of such a class fails at set-up
-    with an error saying so, instead of running unchecked."""
+    """``FakeProcessGroupTestCase`` whose tests run inside
+    ``LocalTensorMode(WORLD_SIZE)``: a LocalTensor holds every rank's
+    tensor, ops and cspmd's collectives compute every rank's result, and
+    the LocalTensor carries one type, checked under ``typecheck()``.
+    ``self.mode`` is the mode; ``rank_map(cb)`` makes a LocalTensor of
+    ``cb(rank)`` for every rank (untyped: annotate it with assert_type)."""
 
-    @classmethod
-    def setUpClass(cls):
-        raise NotImplementedError(LOCAL_TENSOR_UNSUPPORTED)
+    def setUp(self):
+        super().setUp()
+        from torch.distributed._local_tensor import LocalTensorMode
+        self.mode = LocalTensorMode(self.WORLD_SIZE)
+        self.mode.__enter__()
+        self.addCleanup(self.mode.__exit__, None, None, None)
+
+    def rank_map(self, cb):
+        """A LocalTensor of ``cb(rank)`` for every rank (the callback runs
+        with the mode off: its tensors are plain)."""
+        return self.mode.rank_map(cb)
