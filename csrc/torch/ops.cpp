@@ -3,6 +3,7 @@
 // `cspmd._C`.  They only translate: every decision is the core's.
 #include <Python.h>
 #include <torch/csrc/Exceptions.h>
+#include <ATen/functorch/BatchedTensorImpl.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <optional>
@@ -324,7 +325,18 @@ int64_t type_carry(int64_t from, int64_t to, int64_t to_ndim, std::string what) 
     return out;
 }
 
-int64_t get_type(const at::Tensor &t) {
+// Inside torch.func.vmap Python code holds BatchedTensors (one per vmap
+// level); the ops reach the checker on the tensors they wrap, which hold
+// the types.
+const at::Tensor &functorch_unwrapped(const at::Tensor &t) {
+    const at::Tensor *cur = &t;
+    while (auto *b = at::functorch::maybeGetBatchedImpl(*cur))
+        cur = &b->value();
+    return *cur;
+}
+
+int64_t get_type(const at::Tensor &wrapped) {
+    const at::Tensor &t = functorch_unwrapped(wrapped);
     cspmd_type_t own = impl_get_type(t.unsafeGetTensorImpl());
     if (t.is_view())
         return cspmd_type_view_read(own, impl_get_type(t._base().unsafeGetTensorImpl()));
@@ -332,7 +344,7 @@ int64_t get_type(const at::Tensor &t) {
 }
 
 void set_type(const at::Tensor &t, int64_t type) {
-    impl_set_type(t.unsafeGetTensorImpl(), to_type(type));
+    impl_set_type(functorch_unwrapped(t).unsafeGetTensorImpl(), to_type(type));
 }
 
 // ---- checker state ---------------------------------------------------------

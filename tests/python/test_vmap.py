@@ -1,7 +1,8 @@
 """torch.func.vmap under checking: the batch dim is orthogonal to
 the mesh axes, so types pass through the mapped function unchanged.  cspmd
 needs no vmap patch: the ops vmap runs on the unbatched tensors reach the
-kernel like any other."""
+kernel like any other, and the queries and assert_type inside the mapped
+function read and write the type of the tensor each BatchedTensor wraps."""
 
 import pytest
 import torch
@@ -60,3 +61,42 @@ def test_autograd_function_with_vmap_rule(ax):
         y = torch.func.vmap(Double.apply)(x)
     assert lt(y, ax) is V
     assert torch.equal(y, x * 2)
+
+
+def test_get_local_type_inside_vmap(ax):
+    """Inside vmap the function holds BatchedTensors; the queries read the
+    type of the tensor they wrap (one wrapper per level when nested)."""
+    x = spmd.assert_type(torch.randn(2, 3, 4), {ax: V})
+    seen = []
+
+    def f(r):
+        seen.append((spmd.get_local_type(r), spmd.get_axis_local_type(r, ax),
+                     spmd.has_local_type(r)))
+        return r.sin()
+
+    with spmd.set_current_mesh({"tp": ax}), spmd.checker.typecheck():
+        torch.func.vmap(f)(x)
+        torch.func.vmap(torch.func.vmap(f))(x)
+    assert seen == [({ax: V}, V, True)] * 2
+
+
+def test_assert_type_inside_vmap(ax):
+    x = spmd.assert_type(torch.randn(3, 4), {ax: R})
+    with spmd.set_current_mesh({"tp": ax}), spmd.checker.typecheck():
+        # a check that holds passes and returns the tensor it was given
+        y = torch.func.vmap(lambda r: spmd.assert_type(r, {ax: R}) * 2)(x)
+        assert lt(y, ax) is R
+        with pytest.raises(spmd.SpmdTypeError, match="tensor has R, expected V"):
+            torch.func.vmap(lambda r: spmd.assert_type(r * 1, {ax: V}))(x)
+        # an untyped input annotated inside: the ops after it are typed
+        u = torch.randn(3, 4)
+
+        def annotate_then_use(r):
+            spmd.assert_type(r, {ax: P})
+            return r * 3
+
+        out = torch.func.vmap(annotate_then_use)(u)
+        assert lt(out, ax) is P
+        with pytest.raises(spmd.SpmdTypeError, match="non-linear"):
+            torch.func.vmap(lambda r: torch.relu(spmd.assert_type(r, {ax: P})))(
+                torch.randn(3, 4))
