@@ -467,27 +467,34 @@ CSPMD_API cspmd_status_t cspmd_infer_axis(const char *linearity, const cspmd_lty
 /* Collectives                                                            */
 /* ===================================================================== */
 
-/* The collectives and conversions: X(NAME, python name).  Generates the
- * enum, cspmd_coll_name() and the Python front's codes. */
+/* The collectives and conversions, one row each: X(NAME, python name,
+ * RETYPE).  RETYPE 1: a conversion that changes a type and at most moves
+ * data within a rank's view of it, so it changes nothing when src and dst
+ * agree (cspmd_coll_noop); 0: it communicates or retypes even between equal
+ * types.  Generates the enum, cspmd_coll_name(), cspmd_coll_noop()'s
+ * answer, and the Python front's codes (cspmd._codes.COLL, and
+ * cspmd.collectives' no-op table).  The per-op rules that are code, not a
+ * column (the (src, dst) table, backward, dims, the local computation), are
+ * switches without a default: the compiler lists each one a new row needs. */
 #define CSPMD_COLL_LIST(X)                                                          \
-    X(ALL_REDUCE, "all_reduce")                                                     \
-    X(ALL_GATHER, "all_gather")                                                     \
-    X(REDUCE_SCATTER, "reduce_scatter")                                             \
-    X(ALL_TO_ALL, "all_to_all")                                                     \
-    X(REINTERPRET, "reinterpret")                                                   \
-    X(CONVERT, "convert")                                                           \
-    X(REDISTRIBUTE, "redistribute")                                                 \
-    X(INVARIANT_TO_REPLICATE, "invariant_to_replicate")
+    X(ALL_REDUCE, "all_reduce", 0)                                                  \
+    X(ALL_GATHER, "all_gather", 0)                                                  \
+    X(REDUCE_SCATTER, "reduce_scatter", 0)                                          \
+    X(ALL_TO_ALL, "all_to_all", 0)                                                  \
+    X(REINTERPRET, "reinterpret", 1)                                                \
+    X(CONVERT, "convert", 1)                                                        \
+    X(REDISTRIBUTE, "redistribute", 1)                                              \
+    X(INVARIANT_TO_REPLICATE, "invariant_to_replicate", 0)
 
 typedef enum cspmd_coll {
-#define CSPMD_COLL_ENUM_(name, text) CSPMD_COLL_##name,
+#define CSPMD_COLL_ENUM_(name, text, retype) CSPMD_COLL_##name,
     CSPMD_COLL_LIST(CSPMD_COLL_ENUM_)
 #undef CSPMD_COLL_ENUM_
 } cspmd_coll_t;
 
 /* How many collectives the list has (not a cspmd_coll_t value, so switches
  * over cspmd_coll_t need no case for it). */
-#define CSPMD_COLL_ONE_(name, text) +1
+#define CSPMD_COLL_ONE_(name, text, retype) +1
 enum { CSPMD_COLL_COUNT = 0 CSPMD_COLL_LIST(CSPMD_COLL_ONE_) };
 #undef CSPMD_COLL_ONE_
 
@@ -560,9 +567,10 @@ CSPMD_API cspmd_status_t cspmd_coll_dtypes(cspmd_coll_t op, cspmd_ctype_t src, c
                                            int *out_dtype);
 
 
-/* Whether a conversion changes nothing: reinterpret, convert or
- * redistribute whose src and dst agree -- the same local type, and for two
- * shards the same dim (as written: S(-1) and S(1) differ).  The caller then
+/* Whether a conversion changes nothing: a RETYPE row of CSPMD_COLL_LIST
+ * (reinterpret, convert, redistribute) whose src and dst agree -- the same
+ * local type, and for two shards the same dim (as written: S(-1) and S(1)
+ * differ).  The caller then
  * returns the input once its type on the axis is checked to be src. */
 CSPMD_API int cspmd_coll_noop(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst);
 

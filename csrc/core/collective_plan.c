@@ -6,25 +6,25 @@
  */
 #include "cspmd.h"
 
-int cspmd_coll_noop(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst)
+/* The RETYPE column of CSPMD_COLL_LIST. */
+static int retypes(cspmd_coll_t op)
 {
     switch (op) {
-    case CSPMD_COLL_REINTERPRET:
-    case CSPMD_COLL_CONVERT:
-    case CSPMD_COLL_REDISTRIBUTE:
-        if (src.ltype != dst.ltype)
-            return 0;
-        /* V and S(d) share the local type V: a no-op unless both are
-         * shards of different dims. */
-        return !(src.shard_dim >= 0 && dst.shard_dim >= 0 && src.shard_dim != dst.shard_dim);
-    case CSPMD_COLL_ALL_REDUCE:
-    case CSPMD_COLL_ALL_GATHER:
-    case CSPMD_COLL_REDUCE_SCATTER:
-    case CSPMD_COLL_ALL_TO_ALL:
-    case CSPMD_COLL_INVARIANT_TO_REPLICATE:
-        return 0; /* communicates or retypes even between equal types */
+#define COLL_RETYPE(name, text, retype)                                                       \
+    case CSPMD_COLL_##name: return retype;
+        CSPMD_COLL_LIST(COLL_RETYPE)
+#undef COLL_RETYPE
     }
     return 0;
+}
+
+int cspmd_coll_noop(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst)
+{
+    if (!retypes(op) || src.ltype != dst.ltype)
+        return 0; /* a collective communicates or retypes even between equal types */
+    /* V and S(d) share the local type V: a no-op unless both are shards of
+     * different dims. */
+    return !(src.shard_dim >= 0 && dst.shard_dim >= 0 && src.shard_dim != dst.shard_dim);
 }
 
 cspmd_status_t cspmd_coll_chunk(int64_t n, int64_t ws, int64_t s, int64_t *off, int64_t *len)

@@ -510,7 +510,7 @@ std::tuple<std::vector<std::string>, std::vector<int64_t>> codes() {
 #define CSPMD_CODE_LTYPE_(name, value, doc)                                                   \
     names.push_back("LT_" #name);                                                             \
     values.push_back(CSPMD_LT_##name);
-#define CSPMD_CODE_COLL_(name, text)                                                          \
+#define CSPMD_CODE_COLL_(name, text, retype)                                                  \
     names.push_back("COLL_" #name);                                                           \
     values.push_back(CSPMD_COLL_##name);
     CSPMD_STATUS_LIST(CSPMD_CODE_STATUS_)

@@ -28,6 +28,13 @@ START_TEST(test_noop)
     /* A collective communicates even between equal types. */
     ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_ALL_TO_ALL, S(0), S(0)), 0);
     ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_ALL_REDUCE, C(CSPMD_LT_P), C(CSPMD_LT_P)), 0);
+    /* every row: a no-op between equal types exactly when its RETYPE column says so */
+#define ROW_NOOP(name, text, retype)                                                          \
+    ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_##name, C(CSPMD_LT_I), C(CSPMD_LT_I)), retype);
+    CSPMD_COLL_LIST(ROW_NOOP)
+#undef ROW_NOOP
+    ck_assert_int_eq(cspmd_coll_noop((cspmd_coll_t)CSPMD_COLL_COUNT, C(CSPMD_LT_I), C(CSPMD_LT_I)),
+                     0);
 }
 END_TEST
 

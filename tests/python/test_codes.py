@@ -42,3 +42,29 @@ def test_front_spells_no_core_code():
             text = f.read()
         assert not re.search(r"^\s*_?[A-Z_]+ = -?\d+\s*(#.*)?$", text, re.M), name
         assert not re.search(r"^\s+[RIVP] = \d", text, re.M), name
+
+
+def test_collectives_exported_from_one_list():
+    # cspmd exports cspmd.collectives.__all__ as it is: a collective is
+    # written once, in collectives.py, already wrapped at the API boundary
+    import cspmd
+    from cspmd import collectives
+    for name in collectives.__all__:
+        assert name in cspmd.__all__
+        fn = getattr(cspmd, name)
+        assert fn is getattr(collectives, name)
+        assert callable(getattr(fn, "__wrapped_api__", None)), name
+    assert len(set(cspmd.__all__)) == len(cspmd.__all__)
+
+
+def test_noop_table_covers_every_collective():
+    # the front's no-op table is read from the core for every row of
+    # CSPMD_COLL_LIST; a RETYPE row (last column 1) is a no-op between equal types
+    from cspmd import collectives
+    with open(os.path.join(ROOT, "include", "cspmd.h")) as f:
+        body = re.search(r"#define CSPMD_COLL_LIST\(X\)(.*?)\n\n", f.read(), re.S).group(1)
+    rows = re.findall(r'X\((\w+), "\w+", ([01])\)', body)
+    assert len(rows) == len(vars(_codes.COLL))
+    for name, retype in rows:
+        op = getattr(_codes.COLL, name)
+        assert collectives._NOOP[op, _codes.LT.I, _codes.LT.I, False] is (retype == "1")

@@ -7,6 +7,7 @@ lives in ``cspmd.checker``.
 from . import _lib
 from . import carry as _carry  # noqa: F401  (types survive module moves, copies, loads)
 from . import collectives as _coll
+from .collectives import *  # noqa: F401,F403  (the collectives, API-wrapped there)
 from . import compiled as _compiled  # noqa: F401  (torch.compile'd code checked under typecheck())
 from . import _einsum  # noqa: F401  (einsum's own views under global checking)
 from ._errors import DTensorPropagationError, RedistributeError, SpmdTypeError
@@ -37,18 +38,6 @@ from .types import (I, Invariant, LocalSpmdType, P, Partial, PartitionSpec,
 
 __version__ = _lib.build_info["version"]
 
-# The collectives, with SpmdTypeError tracebacks filtered at the API boundary
-# (cspmd.collectives keeps the plain functions).
-all_reduce = _api(_coll.all_reduce)
-all_gather = _api(_coll.all_gather)
-reduce_scatter = _api(_coll.reduce_scatter)
-all_to_all = _api(_coll.all_to_all)
-reinterpret = _api(_coll.reinterpret)
-convert = _api(_coll.convert)
-redistribute = _api(_coll.redistribute)
-shard = _api(_coll.shard)
-unshard = _api(_coll.unshard)
-invariant_to_replicate = _api(_coll.invariant_to_replicate)
 annotate_module = _api(_annotate_module)
 
 # The reference's modules also hold names that are defined here in a module
@@ -80,9 +69,6 @@ __all__ = [
     "mutate_type", "has_local_type", "get_local_type", "get_axis_local_type",
     "maybe_get_axis_local_type", "get_partition_spec", "annotate_module", "merge_types",
     "reinterpret_no_grad",
-    # ops
-    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "redistribute", "unshard",
-    "reinterpret", "convert", "shard", "invariant_to_replicate",
     # regions
     "local", "local_map", "no_typecheck", "Infer", "is_type_checking", "TYPE_CHECKING",
     # registration
@@ -92,4 +78,4 @@ __all__ = [
     "Scalar", "trace", "traceback_filtering", "set_dist", "dtensor_placement_to_spmd_type",
     "spmd_type_to_dtensor_placement", "spmd_redistribute", "TensorSharding", "DimSharding",
 ]
-
+__all__ += _coll.__all__  # the collectives and conversions (ops)

@@ -1,5 +1,9 @@
 """Differentiable collectives and conversions.
 
+The public functions are the ones in ``__all__``; ``cspmd`` exports them as
+they are (``from .collectives import *``), each already wrapped at the API
+boundary, so a new collective is written here and nowhere else in Python.
+
 Each call is one ``cspmd::collective`` op: the C core validates (src, dst)
 and the expert gate, resolves dims and dtypes, checks and infers the type,
 and names the backward collective -- which is an op of its own, type-checked
@@ -18,6 +22,7 @@ import torch
 from ._codes import COLL, LT
 from ._errors import SpmdTypeError
 from ._lib import collective, ops as _ops
+from ._traceback import api_boundary
 from .mesh import MeshAxis, process_group_for
 from .types import I, P, PerMeshAxisLocalSpmdType, R, Shard, V
 
@@ -67,11 +72,12 @@ def _ctype(t, x, fn, what):
 
 
 def _noop_table():
-    """{(op, src ltype, dst ltype, two shards of different dims): no-op?},
-    the core's cspmd_coll_noop read once: a plain lookup, which
-    torch.compile traces (a call into the library would break the graph)."""
+    """{(op, src ltype, dst ltype, two shards of different dims): no-op?}
+    for every collective, the core's cspmd_coll_noop read once: a plain
+    lookup, which torch.compile traces (a call into the library would break
+    the graph)."""
     table = {}
-    for op in (COLL.REINTERPRET, COLL.CONVERT, COLL.REDISTRIBUTE):
+    for op in vars(COLL).values():
         for a in (LT.R, LT.I, LT.V, LT.P):
             for b in (LT.R, LT.I, LT.V, LT.P):
                 table[op, a, b, False] = _ops.coll_noop(op, a, -1, b, -1)
@@ -239,6 +245,7 @@ def _varying_as_partial(fn, op, x, axis, dst):
     return reinterpret(x, axis, src=V, dst=P)
 
 
+@api_boundary
 def all_reduce(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any, inplace: bool = False,
                op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
                async_op: bool = False,
@@ -258,6 +265,7 @@ def all_reduce(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any, inplace: b
                 out_dtype=out_dtype, backward_options=backward_options, inplace=inplace)
 
 
+@api_boundary
 def all_gather(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any,
                gather_dim: Optional[int] = None, split_sizes: Optional[List[int]] = None,
                op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
@@ -275,6 +283,7 @@ def all_gather(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any,
                 backward_options=backward_options)
 
 
+@api_boundary
 def reduce_scatter(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any = V,
                    scatter_dim: Optional[int] = None, split_sizes: Optional[List[int]] = None,
                    op_dtype: Optional[torch.dtype] = None,
@@ -294,6 +303,7 @@ def reduce_scatter(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any = V,
                 backward_options=backward_options)
 
 
+@api_boundary
 def all_to_all(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any = V,
                split_dim: Optional[int] = None, concat_dim: Optional[int] = None,
                output_split_sizes: Optional[List[int]] = None,
@@ -312,6 +322,7 @@ def all_to_all(x: torch.Tensor, axis: Any, *, src: Any = V, dst: Any = V,
                 out_dtype=out_dtype, backward_options=backward_options)
 
 
+@api_boundary
 def reinterpret(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: bool = False,
                 op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
                 async_op: bool = False,
@@ -365,6 +376,7 @@ def _check_composed_options(backward_options):
             "for composed operations (reinterpret I->V, I->P)")
 
 
+@api_boundary
 def convert(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: bool = False,
             op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
             async_op: bool = False,
@@ -381,6 +393,7 @@ def convert(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: bool
                 backward_options=backward_options, expert=expert_mode)
 
 
+@api_boundary
 def redistribute(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
                  op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
                  async_op: bool = False,
@@ -396,6 +409,7 @@ def redistribute(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
                 out_dtype=out_dtype, backward_options=backward_options)
 
 
+@api_boundary
 def shard(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
           op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
           async_op: bool = False,
@@ -410,6 +424,7 @@ def shard(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
                    backward_options=backward_options)
 
 
+@api_boundary
 def unshard(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
             op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
             async_op: bool = False,
@@ -424,6 +439,7 @@ def unshard(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
                       backward_options=backward_options)
 
 
+@api_boundary
 def invariant_to_replicate(x: torch.Tensor, axis: Any, *, op_dtype: Optional[torch.dtype] = None,
                            out_dtype: Optional[torch.dtype] = None, async_op: bool = False,
                            backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
