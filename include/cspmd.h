@@ -574,6 +574,38 @@ CSPMD_API cspmd_status_t cspmd_coll_dtypes(cspmd_coll_t op, cspmd_ctype_t src, c
  * returns the input once its type on the axis is checked to be src. */
 CSPMD_API int cspmd_coll_noop(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst);
 
+/* Whether a call runs as two autograd nodes, src -> *mid -> dst (each
+ * checked and differentiated on its own), and through which type: 1 for
+ * reinterpret I -> V and I -> P, through R (I -> R all-reduces the gradient
+ * in backward, R -> V|P relabels it); 0 otherwise (*mid untouched).
+ * Never fails; NULL mid is 0. */
+CSPMD_API int cspmd_coll_split(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst,
+                               cspmd_ctype_t *mid);
+
+/* Where the first node of a split call (cspmd_coll_split) takes its
+ * backward reduction's dtype from: X(NAME, meaning).  Generates the enum
+ * and the Python front's codes (cspmd._codes.DTSRC). */
+#define CSPMD_DTYPE_SOURCE_LIST(X)                                                  \
+    X(NONE, "not given: the gradient's own dtype decides")                          \
+    X(BACKWARD, "the caller's backward op_dtype")                                   \
+    X(OP, "the forward op_dtype")                                                   \
+    X(INPUT, "the input's dtype")
+
+typedef enum cspmd_dtype_source {
+#define CSPMD_DTYPE_SOURCE_ENUM_(name, doc) CSPMD_DTYPE_FROM_##name,
+    CSPMD_DTYPE_SOURCE_LIST(CSPMD_DTYPE_SOURCE_ENUM_)
+#undef CSPMD_DTYPE_SOURCE_ENUM_
+} cspmd_dtype_source_t;
+
+/* The first node's gradient reduction has no reduction of its own in the
+ * composed call, so it is told its dtype explicitly (and the
+ * reduced-precision rule accepts it): the backward op_dtype if the caller
+ * gave one; else, for a floating-point input, the forward op_dtype if
+ * given, else the input's dtype; else none. */
+CSPMD_API cspmd_dtype_source_t cspmd_coll_split_backward_dtype(int has_backward_op_dtype,
+                                                               int input_is_float,
+                                                               int has_op_dtype);
+
 /* torch.chunk sizing of an extent n over ws ranks: piece s starts at
  * s * ceil(n / ws) and the last pieces are short (or empty).  Writes the
  * piece's offset and length.  VALUE when n < 0, ws < 1 or s outside

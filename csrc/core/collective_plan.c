@@ -1,7 +1,7 @@
 /*
  * collective_plan.c -- what a collective call does beyond its type rule:
- * whether it is a no-op, how a dim is chunked over the ranks, and which
- * call its backward makes.  The shim and the Python front ask here rather
+ * whether it is a no-op, whether it runs as two nodes, how a dim is
+ * chunked over the ranks, and which call its backward makes.  The shim and the Python front ask here rather
  * than decide.
  */
 #include "cspmd.h"
@@ -25,6 +25,27 @@ int cspmd_coll_noop(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst)
     /* V and S(d) share the local type V: a no-op unless both are shards of
      * different dims. */
     return !(src.shard_dim >= 0 && dst.shard_dim >= 0 && src.shard_dim != dst.shard_dim);
+}
+
+int cspmd_coll_split(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst, cspmd_ctype_t *mid)
+{
+    if (mid == NULL || op != CSPMD_COLL_REINTERPRET || src.ltype != CSPMD_LT_I ||
+        src.shard_dim >= 0 || (dst.ltype != CSPMD_LT_V && dst.ltype != CSPMD_LT_P) ||
+        dst.shard_dim >= 0)
+        return 0;
+    mid->ltype = CSPMD_LT_R;
+    mid->shard_dim = -1;
+    return 1;
+}
+
+cspmd_dtype_source_t cspmd_coll_split_backward_dtype(int has_backward_op_dtype,
+                                                     int input_is_float, int has_op_dtype)
+{
+    if (has_backward_op_dtype)
+        return CSPMD_DTYPE_FROM_BACKWARD;
+    if (!input_is_float)
+        return CSPMD_DTYPE_FROM_NONE;
+    return has_op_dtype ? CSPMD_DTYPE_FROM_OP : CSPMD_DTYPE_FROM_INPUT;
 }
 
 cspmd_status_t cspmd_coll_chunk(int64_t n, int64_t ws, int64_t s, int64_t *off, int64_t *len)

@@ -272,6 +272,21 @@ void coll_validate(int64_t op, int64_t src_lt, int64_t src_dim, int64_t dst_lt, 
     cspmd_ctype_t dst{static_cast<cspmd_ltype_t>(dst_lt), static_cast<int32_t>(dst_dim)};
     check(cspmd_coll_validate(static_cast<cspmd_coll_t>(op), src, dst, expert ? 1 : 0));
 }
+// The middle local type of a call that runs as two nodes, -1 if it runs as one.
+int64_t coll_split(int64_t op, int64_t src_lt, int64_t src_dim, int64_t dst_lt, int64_t dst_dim) {
+    if (op < 0 || op >= CSPMD_COLL_COUNT)
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: collective code out of range");
+    cspmd_ctype_t src{static_cast<cspmd_ltype_t>(src_lt), static_cast<int32_t>(src_dim)};
+    cspmd_ctype_t dst{static_cast<cspmd_ltype_t>(dst_lt), static_cast<int32_t>(dst_dim)};
+    cspmd_ctype_t mid{};
+    if (!cspmd_coll_split(static_cast<cspmd_coll_t>(op), src, dst, &mid))
+        return -1;
+    return mid.ltype;
+}
+int64_t coll_split_backward_dtype(bool has_backward_op_dtype, bool input_is_float,
+                                  bool has_op_dtype) {
+    return cspmd_coll_split_backward_dtype(has_backward_op_dtype, input_is_float, has_op_dtype);
+}
 int64_t type_local(int64_t type) { return cspmd_type_local(to_type(type)); }
 
 void pending_scalars(IntList types) {
@@ -516,6 +531,11 @@ std::tuple<std::vector<std::string>, std::vector<int64_t>> codes() {
     CSPMD_STATUS_LIST(CSPMD_CODE_STATUS_)
     CSPMD_LTYPE_LIST(CSPMD_CODE_LTYPE_)
     CSPMD_COLL_LIST(CSPMD_CODE_COLL_)
+#define CSPMD_CODE_DTSRC_(name, doc)                                                          \
+    names.push_back("DTSRC_" #name);                                                          \
+    values.push_back(CSPMD_DTYPE_FROM_##name);
+    CSPMD_DTYPE_SOURCE_LIST(CSPMD_CODE_DTSRC_)
+#undef CSPMD_CODE_DTSRC_
     names.insert(names.end(), {"TYPE_UNTYPED", "TYPE_EMPTY"});
     values.insert(values.end(), {CSPMD_TYPE_UNTYPED, CSPMD_TYPE_EMPTY});
 #undef CSPMD_CODE_STATUS_
@@ -569,6 +589,8 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(dtype_code);
         CSPMD_BIND(coll_noop);
         CSPMD_BIND(coll_validate);
+        CSPMD_BIND(coll_split);
+        CSPMD_BIND(coll_split_backward_dtype);
         CSPMD_BIND(type_mutate);
         CSPMD_BIND(type_reinterpret_no_grad);
         CSPMD_BIND(type_merge_scalars);

@@ -38,6 +38,38 @@ START_TEST(test_noop)
 }
 END_TEST
 
+START_TEST(test_split)
+{
+    cspmd_ctype_t mid = C(CSPMD_LT_NONE);
+    ck_assert_int_eq(cspmd_coll_split(CSPMD_COLL_REINTERPRET, C(CSPMD_LT_I), C(CSPMD_LT_V), &mid),
+                     1);
+    ck_assert_int_eq(mid.ltype, CSPMD_LT_R);
+    ck_assert_int_eq(mid.shard_dim, -1);
+    mid = C(CSPMD_LT_NONE);
+    ck_assert_int_eq(cspmd_coll_split(CSPMD_COLL_REINTERPRET, C(CSPMD_LT_I), C(CSPMD_LT_P), &mid),
+                     1);
+    ck_assert_int_eq(mid.ltype, CSPMD_LT_R);
+    /* one node: every other pair, every other op, shards, NULL */
+    mid = C(CSPMD_LT_NONE);
+    ck_assert_int_eq(cspmd_coll_split(CSPMD_COLL_REINTERPRET, C(CSPMD_LT_I), C(CSPMD_LT_R), &mid),
+                     0);
+    ck_assert_int_eq(cspmd_coll_split(CSPMD_COLL_REINTERPRET, C(CSPMD_LT_R), C(CSPMD_LT_V), &mid),
+                     0);
+    ck_assert_int_eq(cspmd_coll_split(CSPMD_COLL_CONVERT, C(CSPMD_LT_I), C(CSPMD_LT_V), &mid), 0);
+    ck_assert_int_eq(cspmd_coll_split(CSPMD_COLL_REINTERPRET, C(CSPMD_LT_I), S(0), &mid), 0);
+    ck_assert_int_eq(mid.ltype, CSPMD_LT_NONE); /* untouched */
+    ck_assert_int_eq(cspmd_coll_split(CSPMD_COLL_REINTERPRET, C(CSPMD_LT_I), C(CSPMD_LT_V), NULL),
+                     0);
+
+    ck_assert_int_eq(cspmd_coll_split_backward_dtype(1, 0, 0), CSPMD_DTYPE_FROM_BACKWARD);
+    ck_assert_int_eq(cspmd_coll_split_backward_dtype(1, 1, 1), CSPMD_DTYPE_FROM_BACKWARD);
+    ck_assert_int_eq(cspmd_coll_split_backward_dtype(0, 1, 1), CSPMD_DTYPE_FROM_OP);
+    ck_assert_int_eq(cspmd_coll_split_backward_dtype(0, 1, 0), CSPMD_DTYPE_FROM_INPUT);
+    ck_assert_int_eq(cspmd_coll_split_backward_dtype(0, 0, 1), CSPMD_DTYPE_FROM_NONE);
+    ck_assert_int_eq(cspmd_coll_split_backward_dtype(0, 0, 0), CSPMD_DTYPE_FROM_NONE);
+}
+END_TEST
+
 START_TEST(test_chunk)
 {
     /* torch.chunk(10, 4): 3, 3, 3, 1. */
@@ -129,6 +161,7 @@ Suite *suite_coll_plan(void)
     Suite *s = suite_create("coll_plan");
     TCase *tc = tcase_create("coll_plan");
     tcase_add_test(tc, test_noop);
+    tcase_add_test(tc, test_split);
     tcase_add_test(tc, test_chunk);
     tcase_add_test(tc, test_backward_step_all_to_all);
     tcase_add_test(tc, test_backward_step_shards_and_chunks);

@@ -68,3 +68,19 @@ def test_noop_table_covers_every_collective():
     for name, retype in rows:
         op = getattr(_codes.COLL, name)
         assert collectives._NOOP[op, _codes.LT.I, _codes.LT.I, False] is (retype == "1")
+
+
+def test_split_tables_come_from_the_core():
+    # reinterpret I -> V|P runs as two nodes through R, and the first node's
+    # backward dtype source: both the core's answers, read once at import
+    from cspmd import collectives
+    from cspmd._codes import COLL, DTSRC, LT
+    assert collectives._SPLIT == {(COLL.REINTERPRET, LT.I, LT.V): R,
+                                  (COLL.REINTERPRET, LT.I, LT.P): R}
+    table = collectives._SPLIT_BW_DTYPE
+    assert table[True, False, False] == DTSRC.BACKWARD
+    assert table[False, True, True] == DTSRC.OP
+    assert table[False, True, False] == DTSRC.INPUT
+    assert table[False, False, True] == DTSRC.NONE
+    names = [k for k, _ in _list("CSPMD_DTYPE_SOURCE_LIST")]
+    assert {k: i for i, k in enumerate(names)} == vars(DTSRC)

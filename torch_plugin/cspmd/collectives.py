@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from ._codes import COLL, LT
+from ._codes import COLL, DTSRC, LT
 from ._errors import SpmdTypeError
 from ._lib import collective, ops as _ops
 from ._traceback import api_boundary
@@ -86,6 +86,28 @@ def _noop_table():
 
 
 _NOOP = _noop_table()
+
+
+def _split_tables():
+    """The core's answers, read once (torch.compile traces plain lookups):
+    {(op, src ltype, dst ltype): the middle type} for calls that run as two
+    nodes (cspmd_coll_split), and {(backward op_dtype given, floating input,
+    op_dtype given): DTSRC} for the first node's backward dtype
+    (cspmd_coll_split_backward_dtype)."""
+    split = {}
+    for op in vars(COLL).values():
+        for a in (LT.R, LT.I, LT.V, LT.P):
+            for b in (LT.R, LT.I, LT.V, LT.P):
+                mid = _ops.coll_split(op, a, -1, b, -1)
+                if mid >= 0:
+                    split[op, a, b] = _LTYPES[mid]
+    source = {(bw, fl, op): _ops.coll_split_backward_dtype(bw, fl, op)
+              for bw in (False, True) for fl in (False, True) for op in (False, True)}
+    return split, source
+
+
+_LTYPES = {t.value: t for t in (R, I, V, P)}
+_SPLIT, _SPLIT_BW_DTYPE = _split_tables()
 
 
 def _is_noop(op, x, src, dst):
@@ -339,21 +361,20 @@ def reinterpret(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: 
                              "a tensor is sharded.")
     if _is_noop(COLL.REINTERPRET, x, src, dst):
         return _unchanged("reinterpret", x, axis, src, dst)
-    if src is I and dst in (V, P):
+    split = (_SPLIT.get((COLL.REINTERPRET, src.value, dst.value))
+             if src.__class__ is PerMeshAxisLocalSpmdType and
+             dst.__class__ is PerMeshAxisLocalSpmdType else None)
+    if split is not None:  # two nodes, src -> split -> dst (the core's cspmd_coll_split)
         bw = backward_options or {}
         _check_composed_options(backward_options)
         bw_op, bw_out = bw.get("op_dtype"), bw.get("out_dtype")
-        # The reference asks for no backward op_dtype here (its composed
-        # reinterpret has no reduction of its own): the first node's gradient
-        # reduction runs in the dtype the gradient arrives in, said
-        # explicitly so that the reduced-precision rule accepts it.
-        first_bw_op = bw_op
-        if first_bw_op is None and x.is_floating_point():
-            first_bw_op = op_dtype or x.dtype
-        mid = _run("reinterpret", COLL.REINTERPRET, x, axis, I, R, op_dtype=op_dtype,
+        source = _SPLIT_BW_DTYPE[bw_op is not None, x.is_floating_point(), op_dtype is not None]
+        first_bw_op = {DTSRC.NONE: None, DTSRC.BACKWARD: bw_op, DTSRC.OP: op_dtype,
+                       DTSRC.INPUT: x.dtype}[source]
+        mid = _run("reinterpret", COLL.REINTERPRET, x, axis, src, split, op_dtype=op_dtype,
                    out_dtype=op_dtype, backward_options={"op_dtype": first_bw_op,
                                                          "out_dtype": bw_out}, expert=True)
-        return _run("reinterpret", COLL.REINTERPRET, mid, axis, R, dst, op_dtype=op_dtype,
+        return _run("reinterpret", COLL.REINTERPRET, mid, axis, split, dst, op_dtype=op_dtype,
                     out_dtype=out_dtype, backward_options={"op_dtype": bw_op, "out_dtype": bw_op}
                     if backward_options else None, expert=True)
     return _run("reinterpret", COLL.REINTERPRET, x, axis, src, dst, op_dtype=op_dtype,
