@@ -243,6 +243,69 @@ static int place_fits(cspmd_ltype_t lt, int8_t p)
     return p == CSPMD_PLACE_REPLICATE;
 }
 
+/* ---- result types ------------------------------------------------------------ */
+
+/* Interning a result type costs a hash and a lock, and an op on the same
+ * layouts makes the same type again and again: a per-thread memo of
+ * (local type, the axes promoted to P, the spec) -> type.  Type ids are
+ * never reused, so an entry stays true. */
+#define MEMO_SLOTS 64
+#define MEMO_WORDS 24
+
+typedef struct memo {
+    cspmd_type_t local, out;
+    uint32_t promo;
+    int n;
+    uint32_t key[MEMO_WORDS];
+} memo_t;
+
+static _Thread_local memo_t tl_memo[MEMO_SLOTS];
+
+/* The spec as words (0 for none); -1 if it does not fit. */
+static int spec_key(const cspmd_spec_t *s, uint32_t *key)
+{
+    if (s == NULL)
+        return 0;
+    int n = 0;
+    key[n++] = (uint32_t)(s->ndim + 1);
+    for (int d = 0; d < s->ndim; d++) {
+        if (n + 1 + s->nentry[d] > MEMO_WORDS)
+            return -1;
+        key[n++] = s->nentry[d];
+        for (int e = 0; e < s->nentry[d]; e++)
+            key[n++] = s->entry[d][e];
+    }
+    return n;
+}
+
+static cspmd_status_t make_result(cspmd_type_t local, uint32_t promo, const cspmd_axis_t *axes,
+                                  const cspmd_ltype_t *lts, int na, const cspmd_spec_t *spec,
+                                  cspmd_type_t *out)
+{
+    uint32_t key[MEMO_WORDS];
+    int n = spec_key(spec, key);
+    if (n < 0)
+        return cspmd_type_make(axes, lts, na, spec, out);
+    uint32_t h = (uint32_t)local * 2654435761u ^ promo * 40503u;
+    for (int i = 0; i < n; i++)
+        h = (h ^ key[i]) * 16777619u;
+    memo_t *m = &tl_memo[(h ^ h >> 16) % MEMO_SLOTS];
+    if (m->out != CSPMD_TYPE_UNTYPED && m->local == local && m->promo == promo && m->n == n &&
+        memcmp(m->key, key, (size_t)n * sizeof *key) == 0) {
+        *out = m->out;
+        return CSPMD_OK;
+    }
+    cspmd_status_t st = cspmd_type_make(axes, lts, na, spec, out);
+    if (st == CSPMD_OK) {
+        m->local = local;
+        m->promo = promo;
+        m->n = n;
+        memcpy(m->key, key, (size_t)n * sizeof *key);
+        m->out = *out;
+    }
+    return st;
+}
+
 static cspmd_status_t infer(cspmd_shard_rule_t rule, cspmd_shard_oracle_t oracle, void *ctx,
                             const cspmd_gcall_t *call, cspmd_type_t local_out,
                             cspmd_type_t *outs)
@@ -292,6 +355,7 @@ static cspmd_status_t infer(cspmd_shard_rule_t rule, cspmd_shard_oracle_t oracle
     int8_t in[CSPMD_GLOBAL_MAX_TENSORS];
     int8_t place[CSPMD_MAX_AXES][CSPMD_MAX_RESULTS];
     int8_t ndim[CSPMD_MAX_RESULTS] = {0};
+    uint32_t promo = 0; /* bit j: axes[j] promoted V -> P */
     for (int i = 0; i < s.n; i++) {
         if (!(active >> i & 1u))
             continue;
@@ -355,6 +419,7 @@ static cspmd_status_t infer(cspmd_shard_rule_t rule, cspmd_shard_oracle_t oracle
                                        "sharded on axis %s",
                                        op, ax(a));
             lts[j] = CSPMD_LT_P;
+            promo |= 1u << j;
         }
     }
     /* Each result's spec, axes in the sorted order. */
@@ -383,7 +448,7 @@ static cspmd_status_t infer(cspmd_shard_rule_t rule, cspmd_shard_oracle_t oracle
             spec.entry[p][spec.nentry[p]++] = s.axis[i];
             any = 1;
         }
-        st = cspmd_type_make(axes, lts, na, any ? &spec : NULL, &outs[r]);
+        st = make_result(local_out, promo, axes, lts, na, any ? &spec : NULL, &outs[r]);
         if (st != CSPMD_OK)
             return st;
     }

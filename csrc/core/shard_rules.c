@@ -491,6 +491,27 @@ static int embedding(shard_io_t *io)
 
 /* ---- reshapes -------------------------------------------------------------- */
 
+/* "input shape (local): (4, 8), target shape (local): (2, 2, 8)" for the
+ * reshape errors (built on the error path only). */
+static const char *reshape_shapes(const cspmd_gtensor_t *t, const cspmd_garg_t *size, char *shapes,
+                                  size_t cap)
+{
+    int no = size->n;
+    int len = snprintf(shapes, cap, "input shape (local): (");
+    for (int d = 0; d < t->ndim && len < (int)cap; d++)
+        len += snprintf(shapes + len, cap - (size_t)len, "%s%lld", d ? ", " : "",
+                        (long long)t->sizes[d]);
+    if (len < (int)cap)
+        len += snprintf(shapes + len, cap - (size_t)len, "%s), target shape (local): (",
+                        t->ndim == 1 ? "," : "");
+    for (int i = 0; i < no && len < (int)cap; i++)
+        len += snprintf(shapes + len, cap - (size_t)len, "%s%lld", i ? ", " : "",
+                        (long long)size->v[i]);
+    if (len < (int)cap)
+        snprintf(shapes + len, cap - (size_t)len, "%s)", no == 1 ? "," : "");
+    return shapes;
+}
+
 /* view / reshape / _unsafe_view(self, size): the sharded dim must map to
  * exactly one result dim and be the outermost of the dims merged into it
  * (then that dim carries the shard); a sharded dim split into several, or
@@ -521,25 +542,13 @@ static int view_rule(shard_io_t *io, int split_ok)
         return CSPMD_OK;
     }
     char shapes[160];
-    int len = snprintf(shapes, sizeof shapes, "input shape (local): (");
-    for (int d = 0; d < t->ndim && len < (int)sizeof shapes; d++)
-        len += snprintf(shapes + len, sizeof shapes - (size_t)len, "%s%lld", d ? ", " : "",
-                        (long long)t->sizes[d]);
-    if (len < (int)sizeof shapes)
-        len += snprintf(shapes + len, sizeof shapes - (size_t)len, "%s), target shape (local): (",
-                        t->ndim == 1 ? "," : "");
-    for (int i = 0; i < no && len < (int)sizeof shapes; i++)
-        len += snprintf(shapes + len, sizeof shapes - (size_t)len, "%s%lld", i ? ", " : "",
-                        (long long)size->v[i]);
-    if (len < (int)sizeof shapes)
-        snprintf(shapes + len, sizeof shapes - (size_t)len, "%s)", no == 1 ? "," : "");
     if (t->sizes[p] == 1)
         return cspmd_error_set(
             CSPMD_ERR_PROPAGATION,
             "Reshaping a tensor sharded on dim %d (local size 1) is ambiguous: the sharded "
             "dimension disappears in the reshape so we cannot determine which output dimension "
             "carries the sharding. Consider redistributing to unshard dim %d before reshaping. %s",
-            p, p, shapes);
+            p, p, reshape_shapes(t, size, shapes, sizeof shapes));
     /* Walk both shapes in groups of equal products (size-1 dims skipped). */
     int i = 0, o = 0;
     while (i < t->ndim || o < no) {
@@ -576,7 +585,7 @@ static int view_rule(shard_io_t *io, int split_ok)
                     "Reshaping a tensor sharded on dim %d into multiple smaller dimensions is "
                     "not supported: the sharded dimension is split across multiple output "
                     "dimensions. Consider redistributing to unshard dim %d before reshaping. %s",
-                    p, p, shapes);
+                    p, p, reshape_shapes(t, size, shapes, sizeof shapes));
             if (p != first)
                 return fail(io, "the sharded dim %d is merged into dim %d behind dim %d", p, od,
                             first);
