@@ -815,7 +815,7 @@ static cspmd_status_t infer_uncached(const cspmdi_rule_t *r, const cspmd_operand
 
     if (r->flags & CSPMDI_RF_DECOMP) {
         view_t mm = {0, 0, ops, n, arg_bit((unsigned)r->dec_a) | arg_bit((unsigned)r->dec_b), 0,
-                     0};
+                     0, 0};
         cspmd_type_t t1;
         st = infer_view(&mm, CSPMDI_LIN_MULTILINEAR, m, &t1);
         if (st != CSPMD_OK)
@@ -828,7 +828,7 @@ static cspmd_status_t infer_uncached(const cspmdi_rule_t *r, const cspmd_operand
             *out = t1;
             return CSPMD_OK;
         }
-        view_t lin = {1, t1, ops, n, arg_bit((unsigned)r->dec_self), 0, 0};
+        view_t lin = {1, t1, ops, n, arg_bit((unsigned)r->dec_self), 0, 0, 0};
         return infer_view(&lin, CSPMDI_LIN_LINEAR, m, out);
     }
     return infer_view(&v, r->lin, m, out);

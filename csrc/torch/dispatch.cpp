@@ -92,7 +92,10 @@ cspmd_status_t keep_pending(std::exception_ptr e) {
 
 static void fallback(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
                      torch::jit::Stack *stack) {
-    if (tl_paused) {
+    // Flags another thread posted (a region of this thread closed there)
+    // may have just turned checking off.
+    bool turned_off = mailbox_poll() && !c10::impl::tls_is_dispatch_key_included(kKey);
+    if (tl_paused || turned_off) {
         KeyOff off;
         op.redispatchBoxed(ks.remove(kKey), stack);
         return;

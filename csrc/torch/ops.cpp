@@ -381,6 +381,7 @@ std::vector<int64_t> mesh_current() {
 
 // Enable or pause checking on this thread: the core's flags and the key.
 void checker_set(bool enabled, bool strict) {
+    mailbox_discard();  // this thread's own change supersedes a post
     cspmd_checker_set(enabled ? 1 : 0, strict ? 1 : 0);
     key_set_enabled(enabled);
 }
@@ -404,6 +405,13 @@ void mesh_set_local_axes(IntList axes) {
 // The shard rule family of an aten op ("none" without one).
 std::string shard_rule_name(const std::string &name, const std::string &overload) {
     return cspmd_shard_rule_name(cspmd_shard_rule_find(name.c_str(), overload.c_str()));
+}
+
+// A region closed on another thread than its opener's: the opener's flags
+// go to its mailbox (thread_mailbox.cpp).
+int64_t checker_mailbox() { return mailbox_open(); }
+bool checker_post(int64_t mailbox, bool enabled, bool strict, bool local) {
+    return mailbox_post(mailbox, enabled, strict, local);
 }
 
 // ---- the op rule table (tests check it against torch's schemas) -------
@@ -619,6 +627,8 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(mesh_set_local_axes);
         CSPMD_BIND(shard_rule_name);
         CSPMD_BIND(rule_count);
+        CSPMD_BIND(checker_mailbox);
+        CSPMD_BIND(checker_post);
         CSPMD_BIND(rule_find);
         CSPMD_BIND(rule_info);
         CSPMD_BIND(rule_infer);

@@ -30,6 +30,16 @@ void key_set_enabled(bool on);
 bool key_paused();
 bool key_pause(bool paused);
 
+// Flags posted to a thread by another (thread_mailbox.cpp): the calling
+// thread's mailbox id (made on first use); post the opener's flags to a
+// mailbox (false if its thread has ended); drop what was posted to the
+// calling thread (it set its flags itself); apply what was posted to it
+// (true if something was).
+int64_t mailbox_open();
+bool mailbox_post(int64_t id, bool enabled, bool strict, bool local);
+void mailbox_discard();
+bool mailbox_poll();
+
 // A conversion that changes nothing (collective_autograd.cpp): checks (when
 // checking) that x is src on axis, raising the collective's type error;
 // returns x itself, or, where x was accepted as src by a coercion, a new

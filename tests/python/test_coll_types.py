@@ -887,3 +887,22 @@ def test_composed_reinterpret_backward_options(dst, mesh, tp):
     with spmd.set_current_mesh({"tp": tp}), spmd.checker.typecheck():
         y = spmd.reinterpret(x, tp, src=I, dst=dst, backward_options={"op_dtype": f32})
     assert spmd.get_local_type(y) == {spmd.MeshAxis.of(tp): dst}
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: spmd.all_reduce(x, "tp", src=P, dst=I),
+    lambda x: spmd.convert(spmd.all_reduce(x, "tp", src=P, dst=R).sum(), "tp", src=R, dst=P),
+    lambda x: spmd.reduce_scatter(x, "tp", src=P, dst=S(0)),
+], ids=["all_reduce P->I", "all_reduce P->R", "reduce_scatter P->S(0)"])
+def test_v_input_read_as_partial_gets_a_varying_gradient(mesh, call):
+    # src=P reads a V input as its pending sum (a free reinterpret V -> P):
+    # the gradient goes back through that reinterpret's backward, R|I -> V,
+    # so the V input's gradient is V, as with src=V
+    with spmd.set_current_mesh(mesh), typecheck():
+        x = make({"dp": I, "tp": V}, (8, 4), requires_grad=True)
+        y = call(x)
+        loss = y.sum()
+        if ltype(loss)["mesh_tp"] == "V":
+            loss = spmd.reinterpret(loss, "tp", src=V, dst=P)
+        loss.backward()
+    assert ltype(x.grad) == {"mesh_dp": "I", "mesh_tp": "V"}

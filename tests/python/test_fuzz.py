@@ -1,6 +1,10 @@
 """Seeded fuzzing: random programs against a hand-written oracle of the type
-rules, hostile input to the public API, and (behind an env var) a threaded
-stress run with flat memory.
+rules (forward, and backward: a program with leaves that require grad ends
+with loss.backward(), which must pass, and every leaf's gradient must be the
+dual of its type), abnormal exits (a KeyboardInterrupt at the end of the
+region or from inside backward: the thread's checking, the dispatch key and
+the autograd patches must be as before), hostile input to the public API,
+and a threaded stress run with flat memory.
 
 Each run is bounded (a few seconds by default).  Long runs, one command:
 
@@ -11,6 +15,7 @@ and the program so far, to replay it.  CSPMD_STRESS_SECONDS=60 runs the
 8-thread stress for a minute (default: 3 s).
 """
 
+import collections
 import gc
 import os
 import random
@@ -23,6 +28,10 @@ import torch
 import cspmd as spmd
 from cspmd import I, P, R, S, V, MeshAxis, SpmdTypeError
 from cspmd.checker import is_type_checking, no_typecheck, typecheck
+from conftest import key_included
+
+ORIGINAL_BACKWARD = torch.autograd.backward
+ORIGINAL_APPLY = torch.autograd.Function.__dict__["apply"]
 
 SECONDS = float(os.environ.get("CSPMD_FUZZ_SECONDS", "0") or 0)
 FIRST_SEED = int(os.environ.get("CSPMD_FUZZ_SEED", "0"))
@@ -31,17 +40,32 @@ LETTERS = {"R": R, "I": I, "V": V, "P": P}
 
 # ---- the oracle: the local type rules, per axis, written out by hand -------
 
-def oracle(kind, types):
+def coerce(types, grads):
+    """The R/I coercion on one axis (as in spmd_types 0.3.1): R and I differ
+    only in the gradient they accept, so where I meets another type the R
+    and I operands that take no gradient read as the flavour of those that
+    do -- I if those are I, R if they are R or there are none.  None when R
+    and I operands both take one (the mix is an error)."""
+    if "I" not in types or set(types) == {"I"}:
+        return list(types)
+    fixed_r = any(t == "R" and g for t, g in zip(types, grads))
+    fixed_i = any(t == "I" and g for t, g in zip(types, grads))
+    if fixed_r and fixed_i:
+        return None
+    flavour = "I" if fixed_i else "R"
+    return [flavour if t in "RI" and not g else t for t, g in zip(types, grads)]
+
+
+def oracle(kind, types, grads=None):
     """The result letter of an op of this kind over operand letters on one
-    axis, or None when the op must be rejected.  The program's tensors take
-    no gradient, so (as in spmd_types 0.3.1) an I next to other types reads
-    as R: R and I differ only in the gradient they accept."""
+    axis, or None when the op must be rejected.  grads[i]: operand i takes
+    a gradient (default: none does)."""
+    types = coerce(types, grads or [False] * len(types))
+    if types is None:
+        return None
     kinds = set(types)
     if "I" in kinds:
-        if kinds == {"I"}:
-            return "I"
-        types = ["R" if t == "I" else t for t in types]
-        kinds = set(types)
+        return "I" if kinds == {"I"} else None
     if kind == "linear":  # sum of contributions: P only with P
         if "P" in kinds:
             return "P" if kinds == {"P"} else None
@@ -84,22 +108,40 @@ def letters(x, axes):
     return tuple(t[a].name if a in t else "-" for a in axes)
 
 
+DUAL = {"R": "P", "I": "I", "V": "V", "P": "R"}
+
+
+def grad_ok(own, grad):
+    """A gradient letter is the dual of its tensor's letter (V also where P
+    is due; R and I stand for each other, both complete sums)."""
+    due = DUAL[own]
+    return grad == due or (due == "P" and grad == "V") or {due, grad} <= {"R", "I"}
+
+
 class Program:
     """One random program: a pool of typed 4x4 tensors and random steps,
-    each checked against the oracle; a rejected step must change nothing."""
+    each checked against the oracle; a rejected step must change nothing.
+    With grad=True some tensors are leaves that require grad, and the
+    program ends with loss.backward(): it must pass (the forward was
+    accepted) and every leaf's gradient must be the dual of its type."""
 
-    def __init__(self, seed, mesh, dp, tp):
+    def __init__(self, seed, mesh, dp, tp, grad=False):
         self.rng = random.Random(seed)
         self.seed, self.mesh, self.groups = seed, mesh, (dp, tp)
         self.axes = (MeshAxis.of(dp), MeshAxis.of(tp))
+        self.grad = grad
         self.log = []
-        self.outcomes = {"accepted": 0, "rejected": 0}
+        self.outcomes = {"accepted": 0, "rejected": 0, "backward": 0, "gradients": 0}
+        self.leaves = []
         self.pool = [self.fresh() for _ in range(4)]
 
     def fresh(self):
         ty = tuple(self.rng.choice("RIVP") for _ in self.axes)
         with no_typecheck():
             x = torch.randn(4, 4)
+        if self.grad and self.rng.random() < 0.6:
+            x.requires_grad_()
+            self.leaves.append((x, ty))
         spmd.assert_type(x, {a: LETTERS[c] for a, c in zip(self.axes, ty)})
         return x
 
@@ -123,7 +165,8 @@ class Program:
         name, kind, arity, fn = self.rng.choice(OPS)
         args = [self.rng.choice(self.pool) for _ in range(arity)]
         before = [letters(x, self.axes) for x in args]
-        want = [oracle(kind, [b[k] for b in before]) for k in range(len(self.axes))]
+        grads = [x.requires_grad for x in args]
+        want = [oracle(kind, [b[k] for b in before], grads) for k in range(len(self.axes))]
         self.log.append(f"{name}{tuple(''.join(b) for b in before)} -> {want}")
         try:
             y = fn(*args)
@@ -148,7 +191,10 @@ class Program:
         x = self.rng.choice(self.pool)
         before = letters(x, self.axes)
         have = before[k]
-        size = a.size()
+        if have == "I" and x.requires_grad and which in ("reinterpret_RV", "convert_RV"):
+            # src=R reads an I as R only for a tensor that takes no gradient
+            self.log.append(f"{which} skipped: I(grad) on axis {k}")
+            return
         if which.startswith("all_reduce"):
             # src=P takes V too: a V tensor is read as its pending sum
             src, dst, ok, out = P, LETTERS[which[-1]], have in "PV", which[-1]
@@ -187,18 +233,64 @@ class Program:
             self.fail(f"reshaping {which}'s result changed its type")
         self.pool.append(y)
 
+    def loss(self):
+        """A scalar loss from a pool tensor that requires grad, made I or P
+        on every axis (R -> P by convert, V -> P by reinterpret)."""
+        ys = [y for y in self.pool if y.requires_grad]
+        if not ys:
+            return None
+        loss = self.rng.choice(ys).sum()
+        for k, (g, t) in enumerate(zip(self.groups, letters(loss, self.axes))):
+            if t == "R":
+                loss = spmd.convert(loss, g, src=R, dst=P)
+            elif t == "V":
+                loss = spmd.reinterpret(loss, g, src=V, dst=P)
+        return loss
+
+    def backward(self, interrupt):
+        loss = self.loss()
+        if loss is None:
+            return
+        self.log.append(f"backward of a {''.join(letters(loss, self.axes))} loss"
+                        + (" (interrupted)" if interrupt else ""))
+        if interrupt:  # an abnormal exit from inside the backward pass
+            def hook(g):
+                raise KeyboardInterrupt("fuzz: in backward")
+            loss.register_hook(hook)
+        try:
+            loss.backward()
+        except SpmdTypeError as e:
+            self.fail(f"backward of an accepted program rejected: {str(e)[:400]}")
+        self.outcomes["backward"] += 1
+        for x, ty in self.leaves:
+            if x.grad is None:
+                continue
+            got = letters(x.grad, self.axes)
+            for own, g in zip(ty, got):
+                if not grad_ok(own, g):
+                    self.fail(f"leaf {''.join(ty)} got gradient {''.join(got)}")
+            self.outcomes["gradients"] += 1
+
     def run(self, steps):
         with spmd.set_current_mesh(self.mesh):
             try:
                 with typecheck():
                     for _ in range(steps):
                         self.step()
+                    if self.grad:
+                        self.backward(interrupt=self.rng.random() < 0.1)
                     if self.rng.random() < 0.3:  # an abnormal exit
                         raise KeyboardInterrupt("fuzz")
             except KeyboardInterrupt:
                 pass
         if is_type_checking():
             self.fail("checking left on after the program")
+        if key_included():
+            self.fail("the dispatch key left on after the program")
+        if threading.active_count() == 1 and (  # patches are process-wide
+                torch.autograd.backward is not ORIGINAL_BACKWARD or
+                torch.autograd.Function.__dict__["apply"] is not ORIGINAL_APPLY):
+            self.fail("an autograd patch left installed after the program")
 
 
 def seeds(default_count):
@@ -222,16 +314,33 @@ def test_oracle_is_the_rule_table():
     assert oracle("multilinear", ["P", "V"]) is None and oracle("nonlinear", ["P"]) is None
     assert oracle("nonlinear", ["I", "I"]) == "I" and oracle("nonlinear", ["R", "V"]) == "V"
     assert oracle("multilinear", ["P", "I"]) == "P" and oracle("linear", ["I", "P"]) is None
+    # with gradients: R(grad) + I(grad) is an error, I(grad) + R reads R as I
+    assert oracle("linear", ["R", "I"], [True, True]) is None
+    assert oracle("linear", ["I", "R"], [True, False]) == "I"
+    assert oracle("linear", ["I", "R"], [False, True]) == "R"
+    assert oracle("linear", ["I", "V"], [True, False]) is None
+    assert grad_ok("R", "P") and grad_ok("R", "V") and grad_ok("P", "R") and grad_ok("P", "I")
+    assert grad_ok("I", "I") and grad_ok("V", "V")
+    assert not grad_ok("V", "P") and not grad_ok("R", "R") and not grad_ok("I", "P")
 
 
 def test_random_programs_agree_with_the_oracle(mesh, dp, tp):
-    outcomes = {"accepted": 0, "rejected": 0}
+    outcomes = collections.Counter()
     for seed in seeds(60):
         program = Program(seed, mesh, dp, tp)
         program.run(40)
-        for k, v in program.outcomes.items():
-            outcomes[k] += v
+        outcomes.update(program.outcomes)
     assert outcomes["accepted"] > 100 and outcomes["rejected"] > 100, outcomes
+
+
+def test_random_programs_backward_gives_dual_gradients(mesh, dp, tp):
+    outcomes = collections.Counter()
+    for seed in seeds(60):
+        program = Program(1_000_000 + seed, mesh, dp, tp, grad=True)
+        program.run(25)
+        outcomes.update(program.outcomes)
+    assert outcomes["backward"] > 20 and outcomes["gradients"] > 40, outcomes
+    assert outcomes["accepted"] > 100 and outcomes["rejected"] > 50, outcomes
 
 
 # ---- hostile input to the public API ----------------------------------------

@@ -230,3 +230,141 @@ def test_threads_have_independent_checking_state(mesh, dp, tp):
     t.join(30)
     assert seen == {"checked": True, "main": False, "main_inside": True, "main_after": False}
     assert_clean(dp, tp)
+
+
+class Double(torch.autograd.Function):
+    """A Function whose cspmd hook records that the checked apply ran."""
+
+    hooked = []
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+    @staticmethod
+    def spmd_typecheck(out, x):
+        Double.hooked.append(1)
+
+
+def test_another_librarys_apply_patch_survives_exit(mesh, dp, tp):
+    calls = []
+    Double.hooked = []
+    x = spmd.assert_type(torch.ones(2), {dp: R, tp: R})
+    with spmd.set_current_mesh(mesh):
+        with typecheck():
+            previous = torch.autograd.Function.__dict__["apply"]
+
+            def theirs(cls, *args, **kwargs):
+                calls.append(cls.__name__)
+                return previous.__get__(None, cls)(*args, **kwargs)
+
+            torch.autograd.Function.apply = classmethod(theirs)  # installed inside the region
+            patched = torch.autograd.Function.__dict__["apply"]
+        try:
+            assert torch.autograd.Function.__dict__["apply"] is patched  # not undone by the exit
+            assert torch.equal(Double.apply(torch.ones(2)), torch.full((2,), 2.0))
+            assert calls == ["Double"] and Double.hooked == []  # ours is off outside
+            with typecheck():  # a new region keeps theirs on top, ours still checks below it
+                assert torch.autograd.Function.__dict__["apply"] is patched
+                Double.apply(x)
+            assert calls == ["Double", "Double"] and Double.hooked == [1]
+            assert torch.autograd.Function.__dict__["apply"] is patched
+        finally:
+            torch.autograd.Function.apply = ORIGINAL_APPLY
+
+
+def test_an_apply_patch_installed_before_entry_runs_inside_and_is_restored(mesh, dp, tp):
+    calls = []
+    Double.hooked = []
+
+    def theirs(cls, *args, **kwargs):
+        calls.append(cls.__name__)
+        return ORIGINAL_APPLY.__get__(None, cls)(*args, **kwargs)
+
+    torch.autograd.Function.apply = classmethod(theirs)
+    patched = torch.autograd.Function.__dict__["apply"]
+    try:
+        x = spmd.assert_type(torch.ones(2), {dp: R, tp: R})
+        with spmd.set_current_mesh(mesh), typecheck():
+            Double.apply(x)
+        assert calls == ["Double"] and Double.hooked == [1]  # theirs and ours both ran
+        assert torch.autograd.Function.__dict__["apply"] is patched  # restored to theirs
+    finally:
+        torch.autograd.Function.apply = ORIGINAL_APPLY
+
+
+def on_thread(fn):
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # reported on the calling thread
+            out["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(30)
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def checks_here(dp, tp):
+    return is_type_checking() or partial_relu_raises(dp, tp)
+
+
+def test_region_closed_on_another_thread(mesh, dp, tp):
+    with spmd.set_current_mesh(mesh):
+        g = region(typecheck())
+        assert next(g) is True and partial_relu_raises(dp, tp)
+
+        def close_there():
+            before = checks_here(dp, tp)
+            g.close()  # a generator finalized on another thread
+            return before, checks_here(dp, tp)
+
+        assert on_thread(close_there) == (False, False)  # the closer's flags stay off
+        assert not is_type_checking()
+        assert not partial_relu_raises(dp, tp)  # the opener stops checking at its next op
+        assert_clean(dp, tp)
+
+
+def test_region_closed_on_a_checking_thread(mesh, dp, tp):
+    with spmd.set_current_mesh(mesh):
+        g = region(typecheck())
+        assert next(g) is True
+
+        def close_there():
+            with spmd.set_current_mesh(mesh), typecheck(strict_mode="permissive"):
+                g.close()
+                return checker._state().strict, partial_relu_raises(dp, tp)
+
+        assert on_thread(close_there) == (False, True)  # the closer's own region stays
+        assert not checks_here(dp, tp)
+        assert_clean(dp, tp)
+
+
+def test_pause_closed_on_another_thread_resumes_the_opener(mesh, dp, tp):
+    with spmd.set_current_mesh(mesh), typecheck():
+        g = region(no_typecheck())
+        assert next(g) is False and not partial_relu_raises(dp, tp)
+        on_thread(g.close)
+        assert is_type_checking() and partial_relu_raises(dp, tp)  # the pause ended
+    assert_clean(dp, tp)
+
+
+def test_opener_changes_after_a_post_win(mesh, dp, tp):
+    # a post from another thread, then the opener's own newer change: the
+    # opener's next op must not apply the stale post
+    with spmd.set_current_mesh(mesh):
+        g = region(typecheck())
+        next(g)
+        on_thread(g.close)  # posts "off" to this thread
+        with typecheck():  # this thread turns checking on itself
+            assert partial_relu_raises(dp, tp)
+        assert_clean(dp, tp)

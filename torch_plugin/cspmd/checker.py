@@ -24,7 +24,8 @@ class _State:
     """This thread's checker flags (mirrors the core's, read without a call)
     and the regions open on it."""
 
-    __slots__ = ("active", "enabled", "strict", "local", "backward", "frames", "base")
+    __slots__ = ("active", "enabled", "strict", "local", "backward", "frames", "base", "owner",
+                 "mailbox", "lock")
 
     def __init__(self):
         self.active = False   # a typecheck() region exists on this thread
@@ -34,6 +35,9 @@ class _State:
         self.backward = True  # check the ops backward() runs, and gradients
         self.frames = []      # open regions, in the order they were entered
         self.base = _flags(self)  # the flags when no region is open
+        self.owner = threading.get_ident()
+        self.mailbox = ops.checker_mailbox()  # where other threads post flags
+        self.lock = threading.Lock()
 
 
 def _flags(s):
@@ -58,8 +62,14 @@ def _state():
 
 
 def _apply(s):
-    ops.checker_set(s.enabled, s.strict)
-    ops.checker_set_local(s.local)
+    if threading.get_ident() == s.owner:
+        ops.checker_set(s.enabled, s.strict)
+        ops.checker_set_local(s.local)
+    else:
+        # A region of another thread closed here (a generator finalized on
+        # this thread): this thread's flags stay; the owner applies the
+        # posted ones at its next op.
+        ops.checker_post(s.mailbox, s.enabled, s.strict, s.local)
 
 
 # Regions are frames on a per-thread list, not saved-and-restored flags: a
@@ -89,14 +99,17 @@ def _leave(s, frame):
 
 
 def _sync(s):
-    flags = s.frames[-1].flags if s.frames else s.base
-    try:
-        s.active, s.enabled, s.strict, s.local, s.backward = flags
-        _apply(s)
-    except BaseException:  # interrupted mid-switch: finish it, then report
-        s.active, s.enabled, s.strict, s.local, s.backward = flags
-        _apply(s)
-        raise
+    # Under the state's lock: a thread closing another thread's region and
+    # the owner changing its own flags apply them in one order.
+    with s.lock:
+        flags = s.frames[-1].flags if s.frames else s.base
+        try:
+            s.active, s.enabled, s.strict, s.local, s.backward = flags
+            _apply(s)
+        except BaseException:  # interrupted mid-switch: finish it, then report
+            s.active, s.enabled, s.strict, s.local, s.backward = flags
+            _apply(s)
+            raise
 
 
 class SpmdTypeMode:
@@ -202,7 +215,7 @@ class _BackwardScope:
     The engine captures the dispatch key set when backward() starts."""
 
     def __enter__(self):
-        s = _state()
+        s = self._state = _state()
         self._frame = None
         if s.enabled and not s.backward:
             self._frame = _pause(s)
@@ -210,7 +223,7 @@ class _BackwardScope:
     def __exit__(self, *exc):
         frame, self._frame = self._frame, None
         if frame is not None:
-            _leave(_state(), frame)
+            _leave(self._state, frame)
 
 
 def _pause(s):
@@ -413,14 +426,14 @@ class _NoTypecheck(contextlib.ContextDecorator):
     _frame = None
 
     def __enter__(self) -> "_NoTypecheck":
-        s = _state()
+        s = self._state = _state()  # the opener's, wherever it is closed
         self._frame = _pause(s) if s.enabled else None
         return self
 
     def __exit__(self, *exc: Any) -> bool:
         frame, self._frame = self._frame, None
         if frame is not None:
-            _leave(_state(), frame)
+            _leave(self._state, frame)
         return False
 
 

@@ -132,11 +132,7 @@ def register_local_backward_hook(fn: Any) -> Any:
 
 # ---- the apply interception (installed by typecheck()) ------------------
 
-_base_apply = torch.autograd.Function.__dict__["apply"]  # a classmethod
-_original_apply = _base_apply.__func__
 _BackwardHook = torch.utils.hooks.BackwardHook
-_orig_setup_input = _BackwardHook.setup_input_hook
-_orig_setup_output = _BackwardHook.setup_output_hook
 
 
 def _copy_typed(x):
@@ -204,8 +200,9 @@ def _call_hook(cls, hook, outputs, args):
 
 def _checked_apply(cls, *args, **kwargs):
     from .checker import is_type_checking
+    inner = _inner_apply(cls)
     if not is_type_checking():
-        return _original_apply(cls, *args, **kwargs)
+        return inner(*args, **kwargs)
     tf = _typecheck_forward.get(cls)
     inside = getattr(_tls, "inside", None)
     if inside is None:
@@ -218,12 +215,12 @@ def _checked_apply(cls, *args, **kwargs):
             inside.discard(cls)
     hook = getattr(cls, "spmd_typecheck", None)
     if hook is None or cls in inside:
-        return _original_apply(cls, *args, **kwargs)
+        return inner(*args, **kwargs)
     if not callable(hook):
         raise TypeError(f"{cls.__name__}.spmd_typecheck must be callable")
     if kwargs:
         raise TypeError(f"{cls.__name__}.apply() accepts positional arguments only")
-    out = _original_apply(cls, *args)
+    out = inner(*args)
     _call_hook(cls, hook, out, args)
     return out
 
@@ -251,7 +248,7 @@ def _setup_input_hook(self, args):
         bad = _unregistered(self.user_hooks)
         if bad is not None:
             raise _hook_error(bad)
-    return _orig_setup_input(self, args)
+    return _inner_hook("setup_input_hook", self)(args)
 
 
 def _setup_output_hook(self, args):
@@ -260,22 +257,46 @@ def _setup_output_hook(self, args):
         bad = _unregistered(self.user_pre_hooks)
         if bad is not None:
             raise _hook_error(bad)
-    return _orig_setup_output(self, args)
+    return _inner_hook("setup_output_hook", self)(args)
+
+
+_PATCHED = ((torch.autograd.Function, "apply", _patched_apply),
+            (_BackwardHook, "setup_input_hook", _setup_input_hook),
+            (_BackwardHook, "setup_output_hook", _setup_output_hook))
+# What ours wraps (torch's, or a patch another library installed before the
+# region), and a patch another library put over ours inside a region (it
+# wraps ours, so it stays, and the next region keeps it on top).
+_inner = {name: owner.__dict__[name] for owner, name, _ in _PATCHED}
+_left_over = {name: None for _, name, _ in _PATCHED}
+
+
+def _inner_apply(cls):
+    """The wrapped Function.apply, bound to cls as `cls.apply` binds it."""
+    return _inner["apply"].__get__(None, cls)
+
+
+def _inner_hook(name, hook):
+    """The wrapped BackwardHook method, bound to hook."""
+    return _inner[name].__get__(hook, _BackwardHook)
 
 
 def _patch_apply(on):
     """Install (on) or remove the Function.apply and module-hook checks:
     on while any typecheck() region is open (cspmd.checker's patch hooks).
-    Removing restores only what is still ours: a patch another library put
-    over ours inside the region stays."""
-    for owner, name, ours, base in (
-            (torch.autograd.Function, "apply", _patched_apply, _base_apply),
-            (_BackwardHook, "setup_input_hook", _setup_input_hook, _orig_setup_input),
-            (_BackwardHook, "setup_output_hook", _setup_output_hook, _orig_setup_output)):
-        if on:
+    Ours wraps whatever was there.  Removing restores it only where ours is
+    still in place: a patch another library put over ours inside the region
+    stays, and is left on top by the next region."""
+    for owner, name, ours in _PATCHED:
+        current = owner.__dict__.get(name)
+        if on and current is not ours and current is not _left_over[name]:
+            _inner[name] = current
             setattr(owner, name, ours)
-        elif owner.__dict__.get(name) is ours:
-            setattr(owner, name, base)
+        elif not on:
+            if current is ours:
+                setattr(owner, name, _inner[name])
+                _left_over[name] = None
+            else:
+                _left_over[name] = current
 
 
 _register_patch(lambda: _patch_apply(True), lambda: _patch_apply(False))
