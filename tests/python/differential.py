@@ -109,6 +109,22 @@ OPS = {
     "where": (3, lambda lib, a, c, x, y: torch.where(c > 0, x, y)),
     "pow": (1, lambda lib, a, x: x.pow(2)),
     "add_": (2, lambda lib, a, x, y: x.clone().add_(y)),
+    "index_select": (1, lambda lib, a, x: torch.index_select(x, 0, torch.tensor([1, 0, 3, 2]))),
+    "cumsum": (1, lambda lib, a, x: torch.cumsum(x, 0)),
+    "flip": (1, lambda lib, a, x: torch.flip(x, [0])),
+    "permute": (1, lambda lib, a, x: x.permute(1, 0)),
+    "sigmoid": (1, lambda lib, a, x: torch.sigmoid(x)),
+    "square": (1, lambda lib, a, x: x * x),
+    "rsub_number": (1, lambda lib, a, x: 1.0 - x),
+    "div_number": (1, lambda lib, a, x: x / 2.0),
+    "rdiv_number": (1, lambda lib, a, x: 2.0 / x),
+    "mean": (1, lambda lib, a, x: x.mean()),
+    "dot": (2, lambda lib, a, x, y: torch.dot(x.reshape(-1), y.reshape(-1))),
+    "bmm": (2, lambda lib, a, x, y: torch.bmm(x.unsqueeze(0), y.unsqueeze(0)).squeeze(0)),
+    "chunk": (1, lambda lib, a, x: torch.cat(x.chunk(2, 0), 0)),
+    "expand_as": (2, lambda lib, a, x, y: x.sum(0).expand_as(y)),
+    "sub_": (2, lambda lib, a, x, y: x.clone().sub_(y)),
+    "div_": (2, lambda lib, a, x, y: x.clone().div_(y)),
     "mul_": (2, lambda lib, a, x, y: x.clone().mul_(y)),
 }
 
@@ -306,9 +322,14 @@ EXPLAINED = {
     # addmm applies the R/I coercion as mm then add do
     "fused-matmuls": lambda st, a, b, prior: (
         st.name == "addmm" and _typed(a.result) and b.result == "SpmdTypeError"),
-    # a condition or mask is a coefficient, not an operand of the sum
+    # a condition, mask or index is a coefficient, not an operand of the sum
     "coefficients": lambda st, a, b, prior: (
-        st.name == "where" and _typed(a.result) and b.result == "SpmdTypeError"),
+        st.name in ("where", "index_select") and _typed(a.result)
+        and b.result == "SpmdTypeError"),
+    # expand_as(x, y) reads only y's shape: y's type takes no part
+    "shape-only-operands": lambda st, a, b, prior: (
+        st.name == "expand_as" and _typed(a.result)
+        and a.result.split(" spec")[0].rstrip("}") == a.operands[0].split(" spec")[0].rstrip("}")),
     # F.linear decomposes into t + mm/addmm, multilinear
     "linear-decomposes": lambda st, a, b, prior: (
         st.name == "linear" and _typed(a.result) and b.result == "SpmdTypeError"),
