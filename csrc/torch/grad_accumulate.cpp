@@ -68,9 +68,26 @@ struct AccumulateCheck final : torch::autograd::FunctionPreHook {
             if (!cspmd_checker_local() && cspmd_grad_spec(fwd, dual, "", &out) != CSPMD_OK)
                 check(cspmd_grad_spec(fwd, dual, describe(leaf).c_str(), &out));
             out = dual;  // the spec is stamped on .grad after accumulation
-            if (out != have)
-                impl_set_type(g.unsafeGetTensorImpl(), out);
+            if (out != have) {
+                // The engine may hand the same gradient tensor to several
+                // leaves (add's backward returns it for both operands):
+                // relabel a copy, so the others still see its own type.
+                variable_list relabelled = grads;
+                {
+                    KeyOff off;
+                    relabelled[0] = g.clone();
+                }
+                impl_set_type(relabelled[0].unsafeGetTensorImpl(), out);
+                check_held(leaf, fwd);
+                return relabelled;
+            }
         }
+        check_held(leaf, fwd);
+        return grads;
+    }
+
+    // The .grad a new gradient accumulates into must be of the leaf's dual.
+    static void check_held(const at::Tensor &leaf, cspmd_type_t fwd) {
         const at::Tensor &held = leaf.grad();
         if (held.defined()) {
             cspmd_type_t ht = impl_get_type(held.unsafeGetTensorImpl());
@@ -78,7 +95,6 @@ struct AccumulateCheck final : torch::autograd::FunctionPreHook {
                 check(cspmd_grad_accum_check(fwd, ht, is_zero(held) ? 1 : 0,
                                              describe(leaf).c_str()));
         }
-        return grads;
     }
 
   private:

@@ -131,3 +131,17 @@ def test_typed_scalar_type_is_not_seen_in_backward(checked):
     spmd.assert_type(s, {"dp": R, "tp": P})
     spmd.convert((x * s).sum(), "dp", src=R, dst=P).backward()
     assert ltype(x.grad) == {"mesh_dp": "P", "mesh_tp": "P"}
+
+
+@pytest.mark.parametrize("combine", [lambda a, b: a + b, lambda a, b: a.clone().add_(b)],
+                         ids=["add", "clone add_"])
+def test_one_gradient_tensor_relabelled_for_one_leaf_only(checked, combine):
+    """add's backward hands the same gradient tensor to both operands; the
+    R leaf's accumulation reads its V gradient as P, and the V leaf still
+    gets V (it got the relabelled P, a false backward error)."""
+    x = spmd.assert_type(torch.randn(4, 4, requires_grad=True), {"dp": V, "tp": R})
+    w = spmd.assert_type(torch.randn(4, 4, requires_grad=True), {"dp": R, "tp": R})
+    loss = spmd.reinterpret(combine(x, w).sum(), "dp", src=V, dst=P, expert_mode=True)
+    spmd.convert(loss, "tp", src=R, dst=P).backward()
+    assert ltype(x.grad) == {"mesh_dp": "V", "mesh_tp": "P"}
+    assert ltype(w.grad) == {"mesh_dp": "P", "mesh_tp": "P"}
