@@ -14,6 +14,8 @@ reported as its own test.
 
 import contextlib
 import math
+import os
+import time
 
 import pytest
 import torch
@@ -893,17 +895,19 @@ def test_gloo(launch, name):
 
 def _fail_on_rank1(rank, ws, pidfile):
     if rank == 1:
+        # Fail only once rank 0 is stuck (its pid written): on a loaded machine
+        # rank 0 may still be starting when the short grace period runs out.
+        deadline = time.monotonic() + 30.0
+        while not os.path.exists(pidfile) and time.monotonic() < deadline:
+            time.sleep(0.05)
         raise RuntimeError("rank 1 fails on purpose")
     with open(pidfile, "w") as f:
-        f.write(str(__import__("os").getpid()))
-    __import__("time").sleep(600)  # stuck: only the harness's kill ends this
+        f.write(str(os.getpid()))
+    time.sleep(600)  # stuck: only the harness's kill ends this
     return "unreachable"
 
 
 def test_harness_fails_fast_and_kills_stuck_ranks(tmp_path):
-    import os
-    import time
-
     pidfile = str(tmp_path / "pid")
     t0 = time.monotonic()
     with pytest.raises(gloo_harness.WorkerError) as ei:
