@@ -100,3 +100,25 @@ def test_assert_type_inside_vmap(ax):
         with pytest.raises(spmd.SpmdTypeError, match="non-linear"):
             torch.func.vmap(lambda r: torch.relu(spmd.assert_type(r, {ax: P})))(
                 torch.randn(3, 4))
+
+
+def test_func_grad_checks_ops_but_refuses_the_loss(ax):
+    """A documented limit (docs/limits.md): inside torch.func.grad/vjp the ops
+    are checked, but the wrapped tensors read as untyped, so a valid program's
+    loss is refused -- an error, never a silent pass."""
+    p = spmd.assert_type(torch.randn(3), {ax: P})
+    r = spmd.assert_type(torch.randn(3), {ax: R})
+    seen = []
+
+    def loss(w):
+        seen.append(spmd.get_local_type(w))
+        return (w * 2).sum()
+
+    with spmd.set_current_mesh({"tp": ax}), spmd.checker.typecheck():
+        with pytest.raises(spmd.SpmdTypeError, match="cannot propagate through non-linear"):
+            torch.func.grad(lambda w: torch.relu(w).sum())(p)
+        with pytest.raises(spmd.SpmdTypeError, match="cannot propagate through non-linear"):
+            torch.func.vjp(torch.relu, p)
+        with pytest.raises(spmd.SpmdTypeError, match="no SPMD type annotation"):
+            torch.func.grad(loss)(r)
+    assert seen == [{}]
