@@ -23,6 +23,17 @@ static int varying_join(cspmd_ltype_t a, cspmd_ltype_t b)
            (b == CSPMD_LT_V && (a == CSPMD_LT_R || a == CSPMD_LT_I));
 }
 
+/* Both types as text, for the two refusals of a write through a view. */
+typedef struct {
+    char base[256], written[256];
+} types_text_t;
+
+static void types_text(cspmd_type_t base, cspmd_type_t written, types_text_t *t)
+{
+    cspmd_type_format(base, t->base, sizeof t->base);
+    cspmd_type_format(written, t->written, sizeof t->written);
+}
+
 /* The join of base and written per axis (see the file comment).  quiet:
  * report a refusal by status alone, with no message (the per-op read of
  * a view must not format text). */
@@ -44,31 +55,29 @@ static cspmd_status_t join(const char *op, cspmd_type_t base, cspmd_type_t writt
             /* Keeping no type here would drop a pending sum unseen. */
             if (quiet)
                 return CSPMD_ERR_SPMD_TYPE;
-            char bt[256], wt[256];
-            cspmd_type_format(base, bt, sizeof bt);
-            cspmd_type_format(written, wt, sizeof wt);
+            types_text_t t;
+            types_text(base, written, &t);
             return cspmd_error_set(
                 CSPMD_ERR_SPMD_TYPE,
                 "%s: writing %s data into part of a %s tensor through a view: the tensor has no "
                 "type on axis %s, so the Partial sum in the written elements would be lost. "
                 "all_reduce the Partial value before storing it, or annotate the whole tensor.",
-                op ? op : "?", wt, bt, cspmd_axis_display(axes[i], 0));
+                op ? op : "?", t.written, t.base, cspmd_axis_display(axes[i], 0));
         }
         if (was == CSPMD_LT_NONE || was == now)
             continue; /* an axis only the written data has: the base keeps none */
         if (!varying_join(was, now)) {
             if (quiet)
                 return CSPMD_ERR_SPMD_TYPE;
-            char bt[256], wt[256];
-            cspmd_type_format(base, bt, sizeof bt);
-            cspmd_type_format(written, wt, sizeof wt);
+            types_text_t t;
+            types_text(base, written, &t);
             return cspmd_error_set(
                 CSPMD_ERR_SPMD_TYPE,
                 "%s: writing %s data into part of a %s tensor through a view: the tensor would "
                 "be %s in some elements and %s in others on axis %s, which no single type "
                 "describes. Convert the data (or the whole tensor) to one type first, e.g. "
                 "all_reduce a Partial value before storing it.",
-                op ? op : "?", wt, bt, cspmd_ltype_letter(now), cspmd_ltype_letter(was),
+                op ? op : "?", t.written, t.base, cspmd_ltype_letter(now), cspmd_ltype_letter(was),
                 cspmd_axis_display(axes[i], 0));
         }
         if (was == CSPMD_LT_V)
