@@ -644,6 +644,67 @@ CSPMD_API cspmd_status_t cspmd_coll_backward_step(const cspmd_coll_step_t *fwd, 
                                                   cspmd_coll_sizes_t *sizes);
 
 /* ===================================================================== */
+/* Typing rules of spmd_typecheck hooks (cspmd.rules)                     */
+/* ===================================================================== */
+
+/* Label codes of a rules.einsum term besides letters (a letter is its
+ * Unicode code point, >= 0): "..." and "_" (a dim that must not be
+ * sharded). */
+#define CSPMD_EINSUM_ELLIPSIS (-1)
+#define CSPMD_EINSUM_OPAQUE (-2)
+
+/* One operand of rules.einsum: its term's labels as written (at most one
+ * ELLIPSIS, no letter twice: the front checks the syntax), its rank and
+ * type, and its linear_in group (-1: the op is not declared linear in it;
+ * operands with the same group id >= 0 are jointly linear). */
+typedef struct cspmd_einsum_operand {
+    const int32_t *labels;
+    int32_t nlabels;
+    int32_t ndim;
+    cspmd_type_t type;
+    int32_t linear_group;
+} cspmd_einsum_operand_t;
+
+/* The type of an einsum-shaped computation (rules.einsum): binds the
+ * terms to the ranks ("..." must stand for the same number of dims
+ * everywhere), reads each global axis' sharding of every label from the
+ * operands' partition specs (all axes are global when no typecheck() is
+ * on; local axes and local mode read no spec), checks that a label is
+ * sharded alike wherever it appears, that an axis shards one label, that
+ * "_" dims are unsharded and that an operand broadcast over a sharded
+ * label is not V there; then infers per axis with the NONLINEAR op rule
+ * (cspmd_infer), makes the output P on the axes of contracted sharded
+ * labels and lets P operands through only inside one linear_in group with
+ * every other operand R.  *out carries the output's spec (the axes of its
+ * sharded labels) and *out_ndim its rank.  equation names the call in
+ * messages.  Errors: SPMD_TYPE ("rules.einsum: '<eq>': ..."); VALUE (more
+ * than 64 operands or CSPMD_MAX_DIMS dims per term); MISUSE (NULL, bad
+ * label code, unknown type id).  On error *out is untouched. */
+CSPMD_API cspmd_status_t cspmd_rules_einsum(const char *equation,
+                                            const cspmd_einsum_operand_t *ops, int n,
+                                            const int32_t *out_labels, int n_out,
+                                            cspmd_type_t *out, int32_t *out_ndim);
+
+/* The type of a type-only collective or local transition on one axis
+ * (rules.all_reduce, all_gather, reduce_scatter, all_to_all, reinterpret,
+ * convert) applied to a value typed in with ndim dims.  (src, dst) must be
+ * a pair cspmd_coll_validate admits in expert mode (the rules state every
+ * pair the type system has); negative shard dims count from the end of
+ * the input.  The input must carry exactly src on axis (no implicit V ->
+ * P; with no_grad != 0 R and I stand for each other), and for src S(i) be
+ * sharded on dim i along axis in its spec.  The result has dst on axis,
+ * the spec entry of axis moved (or dropped), one more leading dim for
+ * all_gather from plain V (stack) and one fewer for reduce_scatter to
+ * plain V (unbind).  A trivial axis only changes the rank.  The front
+ * establishes src on an input that lacks the axis before calling.
+ * Errors: SPMD_TYPE ("rules.<op>(<axis>, src=.., dst=..) ..."); MISUSE (an
+ * op outside those six, unknown ids, NULL).  On error *out is untouched. */
+CSPMD_API cspmd_status_t cspmd_rules_transition(cspmd_coll_t op, cspmd_axis_t axis,
+                                                cspmd_ctype_t src, cspmd_ctype_t dst,
+                                                cspmd_type_t in, int32_t ndim, int no_grad,
+                                                cspmd_type_t *out, int32_t *out_ndim);
+
+/* ===================================================================== */
 /* Backward (cspmd's gradient duality)                                    */
 /* ===================================================================== */
 

@@ -300,6 +300,64 @@ void group_bind(std::string name, int64_t axis) {
     check(cspmd_group_bind(name.c_str(), static_cast<cspmd_axis_t>(axis)));
 }
 
+// ---- cspmd.rules: the typing rules of spmd_typecheck hooks ------------------
+
+// rules.einsum: labels of every term flattened (counts[i] of operand i),
+// their ranks, types and linear_in groups.  Returns [type, ndim].
+std::vector<int64_t> rules_einsum(std::string equation, IntList labels, IntList counts,
+                                  IntList ndims, IntList types, IntList groups,
+                                  IntList out_labels) {
+    size_t n = counts.size();
+    if (ndims.size() != n || types.size() != n || groups.size() != n)
+        throw_core_error(CSPMD_ERR_MISUSE, "rules_einsum: the operand lists differ in length");
+    auto to_i32 = [](int64_t v) {
+        if (v < INT32_MIN || v > INT32_MAX)
+            throw_core_error(CSPMD_ERR_MISUSE, "rules_einsum: value out of range");
+        return static_cast<int32_t>(v);
+    };
+    std::vector<int32_t> lab, out;
+    for (int64_t v : labels)
+        lab.push_back(to_i32(v));
+    for (int64_t v : out_labels)
+        out.push_back(to_i32(v));
+    std::vector<cspmd_einsum_operand_t> ops(n);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t c = to_i32(counts[i]);
+        if (c < 0 || k + static_cast<size_t>(c) > lab.size())
+            throw_core_error(CSPMD_ERR_MISUSE, "rules_einsum: label counts out of range");
+        ops[i].labels = lab.data() + k;
+        ops[i].nlabels = c;
+        ops[i].ndim = to_i32(ndims[i]);
+        ops[i].type = to_type(types[i]);
+        ops[i].linear_group = to_i32(groups[i]);
+        k += static_cast<size_t>(c);
+    }
+    cspmd_type_t t;
+    int32_t nd;
+    check(cspmd_rules_einsum(equation.c_str(), ops.data(), static_cast<int>(n), out.data(),
+                             static_cast<int>(out.size()), &t, &nd));
+    return {static_cast<int64_t>(t), nd};
+}
+
+// rules.all_reduce, ...: one type-only transition.  Returns [type, ndim].
+std::vector<int64_t> rules_transition(int64_t op, int64_t axis, int64_t src_lt, int64_t src_dim,
+                                      int64_t dst_lt, int64_t dst_dim, int64_t type,
+                                      int64_t ndim, bool no_grad) {
+    if (op < 0 || op >= CSPMD_COLL_COUNT || ndim < 0 || ndim > INT32_MAX || axis < 0 ||
+        axis > UINT32_MAX || src_dim < INT32_MIN || src_dim > INT32_MAX ||
+        dst_dim < INT32_MIN || dst_dim > INT32_MAX)
+        throw_core_error(CSPMD_ERR_MISUSE, "rules_transition: argument out of range");
+    cspmd_ctype_t src{static_cast<cspmd_ltype_t>(src_lt), static_cast<int32_t>(src_dim)};
+    cspmd_ctype_t dst{static_cast<cspmd_ltype_t>(dst_lt), static_cast<int32_t>(dst_dim)};
+    cspmd_type_t t;
+    int32_t nd;
+    check(cspmd_rules_transition(static_cast<cspmd_coll_t>(op), static_cast<cspmd_axis_t>(axis),
+                                 src, dst, to_type(type), static_cast<int32_t>(ndim),
+                                 no_grad ? 1 : 0, &t, &nd));
+    return {static_cast<int64_t>(t), nd};
+}
+
 void loss_check(int64_t type) { check(cspmd_loss_check(to_type(type))); }
 
 int64_t grad_check(int64_t fwd, int64_t grad, std::string what) {
@@ -606,6 +664,8 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(group_bind);
         CSPMD_BIND(pending_scalars);
         CSPMD_BIND(loss_check);
+        CSPMD_BIND(rules_einsum);
+        CSPMD_BIND(rules_transition);
         CSPMD_BIND(grad_watch_check);
         CSPMD_BIND(grad_check);
         CSPMD_BIND(grad_seed);

@@ -13,6 +13,7 @@ int main(void)
     srunner_add_suite(sr, suite_raw());
     srunner_add_suite(sr, suite_global());
     srunner_add_suite(sr, suite_error_context());
+    srunner_add_suite(sr, suite_hook_rules());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

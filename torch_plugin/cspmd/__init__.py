@@ -5,6 +5,7 @@ lives in ``cspmd.checker``.
 """
 
 from . import _lib
+from . import rules  # noqa: F401  (cspmd.rules: typing rules of spmd_typecheck hooks)
 from . import carry as _carry  # noqa: F401  (types survive module moves, copies, loads)
 from . import collectives as _coll
 from .collectives import *  # noqa: F401,F403  (the collectives, API-wrapped there)

@@ -6,9 +6,11 @@ unregistered Function is checked op by op (the reference raises for it in
 strict mode).  The registration APIs keep their meaning for code written for
 ``spmd_types``:
 
-- a ``spmd_typecheck(outputs, *, <forward params>)`` staticmethod on a
-  Function is called after ``Cls.apply`` (outputs already carry the types
-  the kernel inferred; its ``assert_type`` calls refine them);
+- a ``spmd_typecheck`` staticmethod on a Function declares its typing:
+  ``Cls.apply`` runs the forward with checking paused, then the hook
+  (``cspmd.rules.run_typecheck``: the hook's rules, stamping, coverage);
+  the Function's backward runs paused and its gradients take the dual of
+  their inputs' types (``cspmd.hook_backward``);
 - ``register_autograd_function`` with a legacy ``typecheck_forward`` makes
   ``Cls.apply`` call it instead (it calls ``Cls.apply`` itself, which then
   runs for real, checked);
@@ -22,7 +24,6 @@ strict mode).  The registration APIs keep their meaning for code written for
 ``Function.apply`` is patched only while ``typecheck()`` is active.
 """
 
-import inspect
 import threading
 from typing import Any
 
@@ -31,6 +32,8 @@ import torch
 from ._errors import SpmdTypeError
 from ._lib import ops
 from .checker import _register_patch
+from .hook_backward import _declared_backward
+from .rules import run_typecheck
 
 __all__ = ["register_autograd_function", "register_decomposition",
            "register_local_autograd_function", "register_local_backward_hook"]
@@ -170,32 +173,26 @@ def _run_decomposition(cls, ref, args, kwargs):
     return real_out
 
 
-def _hook_params(cls, hook):
-    cache = cls.__dict__.get("_cspmd_hook_sig")
-    if cache is not None and cache[0] is hook:
-        return cache[1], cache[2], cache[3]
-    fwd = inspect.signature(cls.forward)
-    base_setup = torch.autograd.function._SingleLevelFunction.setup_context
-    takes_ctx = getattr(cls.setup_context, "__func__", cls.setup_context) is \
-        getattr(base_setup, "__func__", base_setup)
-    hp = list(inspect.signature(hook).parameters.values())[1:]
-    var_kw = any(p.kind is p.VAR_KEYWORD for p in hp)
-    wanted = None if var_kw else [p.name for p in hp
-                                  if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    setattr(cls, "_cspmd_hook_sig", (hook, fwd, takes_ctx, wanted))
-    return fwd, takes_ctx, wanted
+def _hook_of(cls):
+    """cls's spmd_typecheck hook, or None.  Hooks on torch's own Functions
+    (the reference sets some on BackwardHookFunction and _NoopSaveInputs)
+    are not used: cspmd types those Functions op by op."""
+    hook = getattr(cls, "spmd_typecheck", None)
+    if hook is None or (cls.__module__ or "").startswith("torch."):
+        return None
+    if not callable(hook):
+        raise TypeError(f"{cls.__name__}.spmd_typecheck must be callable")
+    return hook
 
 
-def _call_hook(cls, hook, outputs, args):
-    fwd, takes_ctx, wanted = _hook_params(cls, hook)
-    bound = fwd.bind(None, *args) if takes_ctx else fwd.bind(*args)
-    bound.apply_defaults()
-    named = dict(bound.arguments)
-    if takes_ctx:
-        named.pop(next(iter(fwd.parameters)), None)
-    if wanted is not None:
-        named = {k: v for k, v in named.items() if k in wanted}
-    hook(outputs, **named)
+def _unchecked(inner):
+    """The real apply, with checking paused: the hook types the outputs."""
+    from .checker import no_typecheck
+
+    def run(*args):
+        with no_typecheck():
+            return inner(*args)
+    return run
 
 
 def _checked_apply(cls, *args, **kwargs):
@@ -213,16 +210,14 @@ def _checked_apply(cls, *args, **kwargs):
             return tf(*args, **kwargs)
         finally:
             inside.discard(cls)
-    hook = getattr(cls, "spmd_typecheck", None)
+    hook = _hook_of(cls)
     if hook is None or cls in inside:
         return inner(*args, **kwargs)
-    if not callable(hook):
-        raise TypeError(f"{cls.__name__}.spmd_typecheck must be callable")
     if kwargs:
         raise TypeError(f"{cls.__name__}.apply() accepts positional arguments only")
-    out = inner(*args)
-    _call_hook(cls, hook, out, args)
-    return out
+    outputs = run_typecheck(cls, _unchecked(inner), args)
+    _declared_backward(cls, args, outputs)
+    return outputs
 
 
 _patched_apply = classmethod(_checked_apply)

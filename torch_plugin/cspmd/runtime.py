@@ -12,9 +12,11 @@ import torch
 
 from . import _compile_markers as _compiled
 from ._codes import TYPE
+from ._coverage import _touch
 from ._errors import SpmdTypeError
 from ._frames import user_site
 from ._lib import ops
+from ._ndim_type import NdimWithSpmdType
 from ._traceback import api_boundary
 from ._type_ids import _type_id, type_to_dict
 from .checker import _describe, _grad_prehook
@@ -40,6 +42,24 @@ def _check_tensor(t, fn):
         raise TypeError(f"{fn}: expected a torch.Tensor, got {type(t).__name__}")
     if type(t).__name__ == "DTensor":
         raise TypeError(f"{fn}: got a DTensor; annotate its local tensor (x.to_local()) instead")
+
+
+def _check_typed(t, fn):
+    """A tensor, or the rank-and-type stand-in of a typing rule."""
+    if type(t) is not NdimWithSpmdType:
+        _check_tensor(t, fn)
+
+
+def _get_type(t):
+    """The core type id of a tensor or an NdimWithSpmdType."""
+    return t._cspmd_type if type(t) is NdimWithSpmdType else ops.get_type(t)
+
+
+def _set_type(t, type_id):
+    if type(t) is NdimWithSpmdType:
+        t._cspmd_type = type_id
+    else:
+        ops.set_type(t, type_id)
 
 
 def merge_types(*types: Any) -> SpmdType:
@@ -128,7 +148,8 @@ def assert_type(tensor: _TensorOrSequence, *types: Any,
     if isinstance(tensor, (list, tuple)):
         return tensor.__class__(assert_type(t, *types, partition_spec=partition_spec)
                                 for t in tensor)
-    _check_tensor(tensor, "assert_type")
+    _check_typed(tensor, "assert_type")
+    _touch(tensor)  # accounts for a hook's argument (cspmd.rules)
     if all(t is None or isinstance(t, PartitionSpec) for t in types):
         raise TypeError("assert_type() requires at least one type argument.")
     if partition_spec is not None and not isinstance(partition_spec, PartitionSpec):
@@ -141,11 +162,11 @@ def assert_type(tensor: _TensorOrSequence, *types: Any,
         merged = merge_types(*types, partition_spec)
         type_, partition_spec = merged.local_type, merged.partition_spec
     new = _type_id(type_, tensor.dim(), partition_spec)
-    old = ops.get_type(tensor)
-    ops.set_type(tensor, ops.type_refine(old, new))
+    old = _get_type(tensor)
+    _set_type(tensor, ops.type_refine(old, new))
     if ops.trace_enabled():
-        _trace_assert(old, ops.get_type(tensor))
-    if tensor.requires_grad:
+        _trace_assert(old, _get_type(tensor))
+    if type(tensor) is not NdimWithSpmdType and tensor.requires_grad:
         _watch_gradient(tensor)
     return tensor
 
@@ -197,8 +218,8 @@ def _watch_gradient(tensor):
 
 
 def _merged_type(tensor, source, overrides, fn):
-    _check_tensor(tensor, fn)
-    _check_tensor(source, fn)
+    _check_typed(tensor, fn)
+    _check_typed(source, fn)
     if overrides is not None and not isinstance(overrides, dict):
         raise TypeError(f"{fn}: overrides must be a dict {{axis: type}} or None, got "
                         f"{type(overrides).__name__}")
@@ -263,15 +284,15 @@ def maybe_get_axis_local_type(tensor: Any, axis: Any) -> Optional[PerMeshAxisLoc
     True
     """
     if not isinstance(tensor, Scalar):
-        _check_tensor(tensor, "get_axis_local_type")
+        _check_typed(tensor, "get_axis_local_type")
     return get_local_type(tensor).get(normalize_axis(axis))
 
 
 @api_boundary
 def has_local_type(tensor: torch.Tensor) -> bool:
     """True if the tensor carries a type (even an empty one ``{}``)."""
-    _check_tensor(tensor, "has_local_type")
-    return ops.get_type(tensor) != _UNTYPED
+    _check_typed(tensor, "has_local_type")
+    return _get_type(tensor) != _UNTYPED
 
 
 @api_boundary
@@ -280,15 +301,15 @@ def get_local_type(value: object) -> dict:
     (``{}`` if untyped)."""
     if isinstance(value, Scalar):
         return dict(value.spmd_type)
-    _check_tensor(value, "get_local_type")
-    return type_to_dict(ops.get_type(value))
+    _check_typed(value, "get_local_type")
+    return type_to_dict(_get_type(value))
 
 
 @api_boundary
 def get_partition_spec(tensor: torch.Tensor) -> Optional[PartitionSpec]:
     """The tensor's PartitionSpec (of MeshAxis entries), or None."""
-    _check_tensor(tensor, "get_partition_spec")
-    flat = ops.type_spec(ops.get_type(tensor))
+    _check_typed(tensor, "get_partition_spec")
+    flat = ops.type_spec(_get_type(tensor))
     if not flat:
         return None
     ndim, k, entries = flat[0], 1, []
