@@ -18,7 +18,7 @@ PKG = os.path.dirname(cspmd.__file__)
 LAYERS = [
     ["_errors", "_frames", "_lib", "_local_tensor", "_coverage"],
     ["_codes", "_traceback", "trace", "_graph_check"],
-    ["mesh", "_ndim_type", "hook_backward"],
+    ["mesh", "_ndim_type", "_hook_backward"],
     ["types", "testing"],
     ["_type_ids", "checker", "collectives", "_compile_markers"],
     ["scalar", "carry", "compiled_grads", "_dtensor_prop", "_einsum"],

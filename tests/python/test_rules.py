@@ -272,3 +272,80 @@ def test_einsum_unicode_labels_and_dim_limit(tp_axis):
     assert spmd.get_local_type(r) == {tp_axis: spmd.P} and r.ndim == 1
     with pytest.raises(ValueError, match="at most 16"):
         rules.einsum("...->...", rules.NdimWithSpmdType(17))
+
+
+# ---- the reference's own hook examples (its docstrings), applied -------------
+
+def _forward_for(hook):
+    """A forward for a docstring class that shows only its hook, with the
+    hook's parameter names: x @ weight.T, all-reduced over ``group`` with a
+    raw collective, plus ``bias`` when given."""
+    import inspect
+
+    names = list(inspect.signature(hook).parameters)
+    ns = {}
+    exec(f"def forward(ctx, {', '.join(names)}):\n"
+         "    y = x @ weight.t()\n"
+         "    torch.distributed.all_reduce(y, group=group)\n"
+         "    b = locals().get('bias')\n"
+         "    return y if b is None else y + b\n", {"torch": torch}, ns)
+    return ns["forward"]
+
+
+def _doc_functions(lib, tp):
+    import test_reference_examples as docs
+
+    out = {}
+    for name, code in docs.reference_examples():
+        if "spmd_typecheck" not in code:
+            continue
+        ns = {"torch": torch, "rules": lib.rules, "pg": tp, **{k: getattr(lib, k) for k in (
+            "R", "I", "V", "P", "S", "assert_type", "assert_type_like")}}
+        exec(compile(docs._for(lib.__name__, code), name, "exec"), ns)
+        for obj in list(ns.values()):
+            if isinstance(obj, type) and issubclass(obj, torch.autograd.Function) and \
+                    obj is not torch.autograd.Function:
+                if "forward" not in obj.__dict__:
+                    obj.forward = staticmethod(_forward_for(obj.spmd_typecheck))
+                    obj.backward = staticmethod(lambda ctx, g: (g, g, None, None))
+                out[f"{name}:{obj.__name__}"] = obj
+    return out
+
+
+def _doc_args(lib, name, dp, tp, variant):
+    def t(types, *shape):
+        with lib.no_typecheck():
+            x = torch.randn(*shape)
+        return lib.assert_type(x, {dp: lib.R, **types})
+
+    if "MyCollectiveOp" in name:
+        return (t({tp: lib.S(1)}, 4, 4), t({tp: (lib.R, lib.V)[variant % 2]}, 4, 4))
+    x, w = t({tp: lib.S(1)}, 4, 8), t({tp: lib.S(1)}, 3, 8)
+    if "rules.py" in name:
+        return (x, w, t({tp: lib.I}, 3) if variant % 2 else None, tp)
+    return (x, w, tp)
+
+
+@pytest.mark.parametrize("local", [True, False])
+@pytest.mark.parametrize("variant", [0, 1])
+def test_reference_docstring_hooks_agree(mesh, dp, tp, local, variant):
+    """LinearAllReduce types {dp: R, tp: I} in global mode and is rejected in
+    local mode (src=P on a V product) under both; MyCollectiveOp's example
+    is rejected under both (assert_type_like copies x's S(-1) spec onto an R
+    type)."""
+    ref = reference.load()
+    reference.load("spmd_types.rules")
+    reference.load("spmd_types.checker")
+    results = {}
+    for lib in (spmd, ref):
+        fns = _doc_functions(lib, tp)
+        assert len(fns) == 3, sorted(fns)
+        for name, cls in sorted(fns.items()):
+            with lib.set_current_mesh(mesh), lib.checker.typecheck(local=local):
+                args = _doc_args(lib, name, dp, tp, variant)
+                try:
+                    out = differential.types_text(lib, cls.apply(*args))
+                except Exception as e:  # noqa: BLE001
+                    out = type(e).__name__
+            results.setdefault(name, []).append(out)
+    assert all(a == b for a, b in results.values()), results

@@ -142,3 +142,18 @@ def test_backward_outside_checking_runs_plainly(mesh, dp, tp):
     assert torch.allclose(w.grad, 2 * w.detach())
     z = Square.apply(w)  # not checked at all: no hook runs
     z.sum().backward()
+
+
+def test_gradient_arriving_at_a_declared_output_is_checked(mesh, dp, tp):
+    def wrong(g):
+        with spmd.no_typecheck():
+            bad = torch.ones_like(g)
+        return spmd.assert_type(bad, {dp: P, tp: R})  # the output is R on tp: P is due
+
+    w = spmd.assert_type(torch.randn(8, requires_grad=True), {dp: R, tp: R})
+    with spmd.set_current_mesh(mesh), typecheck():
+        y = Square.apply(w)
+        y.register_hook(wrong)
+        loss = spmd.convert(spmd.convert(y.sum(), dp, src=R, dst=P), tp, src=R, dst=P)
+        with pytest.raises(spmd.SpmdTypeError, match="mesh_tp"):
+            loss.backward()

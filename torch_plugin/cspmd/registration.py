@@ -10,7 +10,7 @@ strict mode).  The registration APIs keep their meaning for code written for
   ``Cls.apply`` runs the forward with checking paused, then the hook
   (``cspmd.rules.run_typecheck``: the hook's rules, stamping, coverage);
   the Function's backward runs paused and its gradients take the dual of
-  their inputs' types (``cspmd.hook_backward``);
+  their inputs' types (``cspmd._hook_backward``);
 - ``register_autograd_function`` with a legacy ``typecheck_forward`` makes
   ``Cls.apply`` call it instead (it calls ``Cls.apply`` itself, which then
   runs for real, checked);
@@ -32,7 +32,7 @@ import torch
 from ._errors import SpmdTypeError
 from ._lib import ops
 from .checker import _register_patch
-from .hook_backward import _declared_backward
+from ._hook_backward import _declared_backward
 from .rules import run_typecheck
 
 __all__ = ["register_autograd_function", "register_decomposition",
