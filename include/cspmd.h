@@ -854,13 +854,6 @@ CSPMD_API cspmd_shard_rule_t cspmd_shard_rule_find(const char *name, const char 
 /* The rule's family ("pointwise", "mm", ...; "none" for -1). */
 CSPMD_API const char *cspmd_shard_rule_name(cspmd_shard_rule_t rule);
 
-/* Global mode, this thread: while on, a view / reshape that splits a
- * sharded dim puts the shard on the outermost piece (as DTensor does)
- * instead of raising the reference's error -- on while torch.einsum runs,
- * whose decomposition merges dims and splits them back.  Returns the
- * previous setting. */
-CSPMD_API int cspmd_global_view_split(int on);
-
 #define CSPMD_GLOBAL_MAX_TENSORS 64
 #define CSPMD_MAX_RESULTS 4
 

@@ -512,12 +512,15 @@ static const char *reshape_shapes(const cspmd_gtensor_t *t, const cspmd_garg_t *
     return shapes;
 }
 
-/* view / reshape / _unsafe_view(self, size): the sharded dim must map to
- * exactly one result dim and be the outermost of the dims merged into it
- * (then that dim carries the shard); a sharded dim split into several, or
- * one of local size 1 (which vanishes), is rejected with the reference's
- * messages. */
-static int view_rule(shard_io_t *io, int split_ok)
+/* view / reshape / _unsafe_view(self, size): the sharded dim must be the
+ * outermost of the dims merged into one group of the target; the shard goes
+ * to the group's outermost target dim.  A local chunk of a sharded dim is a
+ * contiguous block of it, so splitting it -- (heads * head_dim) into (heads,
+ * head_dim) -- keeps the shard on the outermost piece, whose global size is
+ * its local size times the axis size (DTensor's propagation agrees; the
+ * reference refuses the split, docs/differences.md).  A sharded dim of local
+ * size 1 (which vanishes) is rejected with the reference's message. */
+static int view(shard_io_t *io)
 {
     const cspmd_gtensor_t *t = tensor(io, 0);
     const cspmd_garg_t *size = io->call->nargs > 1 ? &io->call->args[1] : NULL;
@@ -572,20 +575,9 @@ static int view_rule(shard_io_t *io, int split_ok)
             int first = i0; /* the outermost non-1 dim of the group */
             while (first < i && t->sizes[first] == 1)
                 first++;
-            int nout = 0, od = -1;
-            for (int k = o0; k < o; k++)
-                if (out[k] != 1) {
-                    nout++;
-                    if (od < 0)
-                        od = k;
-                }
-            if (nout > 1 && !split_ok)
-                return cspmd_error_set(
-                    CSPMD_ERR_PROPAGATION,
-                    "Reshaping a tensor sharded on dim %d into multiple smaller dimensions is "
-                    "not supported: the sharded dimension is split across multiple output "
-                    "dimensions. Consider redistributing to unshard dim %d before reshaping. %s",
-                    p, p, reshape_shapes(t, size, shapes, sizeof shapes));
+            int od = o0; /* the outermost non-1 target dim of the group */
+            while (od < o && out[od] == 1)
+                od++;
             if (p != first)
                 return fail(io, "the sharded dim %d is merged into dim %d behind dim %d", p, od,
                             first);
@@ -595,22 +587,6 @@ static int view_rule(shard_io_t *io, int split_ok)
     }
     return fail(io, "the sharded dim %d has no counterpart in the target size", p);
 }
-
-static _Thread_local int tl_view_split;
-
-int cspmd_global_view_split(int on)
-{
-    int was = tl_view_split;
-    tl_view_split = on != 0;
-    return was;
-}
-
-static int view(shard_io_t *io) { return view_rule(io, tl_view_split); }
-
-/* _unsafe_view comes only from torch's own decompositions (matmul's
- * reshapes of its result): a sharded dim split into several carries the
- * shard on the outermost piece, as DTensor propagates it. */
-static int unsafe_view(shard_io_t *io) { return view_rule(io, 1); }
 
 /* expand(self, size): a sharded dim keeps its size (-1 or its local size). */
 static int expand(shard_io_t *io)
@@ -678,7 +654,7 @@ static const shard_entry_t table[] = {
     {"_softmax_backward_data", NULL, "softmax", softmax},
     {"_log_softmax_backward_data", NULL, "softmax", softmax},
     {"view", "", "view", view},
-    {"_unsafe_view", NULL, "view", unsafe_view},
+    {"_unsafe_view", NULL, "view", view},
     {"reshape", NULL, "view", view},
     {"expand", NULL, "expand", expand},
     {"native_layer_norm", NULL, "layer_norm", layer_norm_fwd},
@@ -689,6 +665,9 @@ static const shard_entry_t table[] = {
     {"_fused_rms_norm_backward", NULL, "layer_norm", layer_norm_bwd},
     {"nll_loss_forward", NULL, "nll_loss", cspmdi_shard_nll_loss},
     {"nll_loss_backward", NULL, "nll_loss", cspmdi_shard_nll_loss_backward},
+    {"_scaled_dot_product_flash_attention_for_cpu", NULL, "attention", cspmdi_shard_sdpa},
+    {"_scaled_dot_product_flash_attention_for_cpu_backward", NULL, "attention",
+     cspmdi_shard_sdpa_backward},
     {"select", "int", "select", cspmdi_shard_select},
     {"select_backward", NULL, "select", cspmdi_shard_select_backward},
     {"slice", "Tensor", "slice", cspmdi_shard_slice},

@@ -62,7 +62,8 @@ CSPMDI_HIDDEN int cspmdi_shard_tensor_of_arg(const shard_io_t *io, int arg);
 #define tensor_of_arg cspmdi_shard_tensor_of_arg
 #endif
 
-/* Rules in other files (shard_pick_rules.c, shard_loss_rules.c). */
+/* Rules in other files (shard_pick_rules.c, shard_loss_rules.c,
+ * shard_attention_rules.c). */
 CSPMDI_HIDDEN int cspmdi_shard_select(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_select_backward(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_slice(shard_io_t *io);
@@ -75,6 +76,8 @@ CSPMDI_HIDDEN int cspmdi_shard_index_select(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_embedding_backward(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_nll_loss(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_nll_loss_backward(shard_io_t *io);
+CSPMDI_HIDDEN int cspmdi_shard_sdpa(shard_io_t *io);
+CSPMDI_HIDDEN int cspmdi_shard_sdpa_backward(shard_io_t *io);
 
 /* Run rule on one axis: CSPMD_OK, SHARD_NO_STRATEGY (io->why says why) or
  * an error status with its message set. */

@@ -451,8 +451,6 @@ bool checker_pause(bool paused) { return key_pause(paused); }
 // typecheck(local=...): the core's per-thread mode.
 void checker_set_local(bool local) { cspmd_checker_set_local(local ? 1 : 0); }
 bool checker_local() { return cspmd_checker_local() != 0; }
-// While torch.einsum runs: its views may split a sharded dim.
-bool global_view_split(bool on) { return cspmd_global_view_split(on ? 1 : 0) != 0; }
 
 // set_current_mesh(..., local_axes=...) on the current mesh entry.
 void mesh_set_local_axes(IntList axes) {
@@ -683,7 +681,6 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(checker_pause);
         CSPMD_BIND(checker_set_local);
         CSPMD_BIND(checker_local);
-        CSPMD_BIND(global_view_split);
         CSPMD_BIND(mesh_set_local_axes);
         CSPMD_BIND(shard_rule_name);
         CSPMD_BIND(rule_count);

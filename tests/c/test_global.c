@@ -309,6 +309,47 @@ START_TEST(test_collective_spec)
 }
 END_TEST
 
+/* view(self, size) of a 2-D tensor typed t into the sizes of size. */
+static cspmd_status_t view_of(cspmd_type_t t, int64_t a, int64_t b, int n, const int64_t *size,
+                              cspmd_type_t *out)
+{
+    cspmd_gtensor_t x = gt(t, a, b);
+    cspmd_garg_t args[2];
+    memset(args, 0, sizeof args);
+    args[0].n = CSPMD_GARG_OTHER;
+    args[1].n = n;
+    for (int i = 0; i < n; i++)
+        args[1].v[i] = size[i];
+    cspmd_gcall_t call = {"aten::view", 1, &x, 2, args, 1};
+    cspmd_type_t outs[CSPMD_MAX_RESULTS];
+    cspmd_status_t st = cspmd_global_infer(cspmd_shard_rule_find("aten::view", ""), &call,
+                                           ty(LR, LV), outs);
+    *out = outs[0];
+    return st;
+}
+
+START_TEST(test_view_split_keeps_the_shard_on_the_outer_piece)
+{
+    cspmd_type_t out = 0;
+    /* (heads * head_dim) sharded -> (heads, head_dim): heads carries it */
+    const int64_t heads[3] = {4, 3, 4};
+    ck_assert_int_eq(view_of(gty(LR, LV, 2, 1, -1), 4, 12, 3, heads, &out), CSPMD_OK);
+    ck_assert_int_eq(tp_dim_of(out), 1);
+    /* split then merged with the next dim: the group's outermost target dim */
+    const int64_t regroup[2] = {8, 6};
+    ck_assert_int_eq(view_of(gty(LR, LV, 2, 0, -1), 4, 12, 2, regroup, &out), CSPMD_OK);
+    ck_assert_int_eq(tp_dim_of(out), 0);
+    /* leading size-1 target dims are skipped; -1 is inferred */
+    const int64_t ones[4] = {1, 2, -1, 12};
+    ck_assert_int_eq(view_of(gty(LR, LV, 2, 0, -1), 4, 12, 4, ones, &out), CSPMD_OK);
+    ck_assert_int_eq(tp_dim_of(out), 1);
+    /* a sharded dim merged behind another still has no strategy */
+    const int64_t merged[1] = {48};
+    ck_assert_int_eq(view_of(gty(LR, LV, 2, 1, -1), 4, 12, 1, merged, &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "No valid sharding strategy for aten::view"));
+}
+END_TEST
+
 Suite *suite_global(void)
 {
     Suite *s = suite_create("global");
@@ -322,6 +363,7 @@ Suite *suite_global(void)
     tcase_add_test(tc, test_gradient_takes_the_leaf_spec);
     tcase_add_test(tc, test_ordering_conflict_and_order_kept);
     tcase_add_test(tc, test_collective_spec);
+    tcase_add_test(tc, test_view_split_keeps_the_shard_on_the_outer_piece);
     suite_add_tcase(s, tc);
     return s;
 }

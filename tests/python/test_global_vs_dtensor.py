@@ -140,7 +140,7 @@ def g_view(rng):
     # (source, target, the target dim each source dim's shard lands on)
     src, dst, lands = rng.choice([
         ([a, b, c], [a * b, c], [0, None, 1]), ([a, b, c], [a, b * c], [0, 1, None]),
-        ([a * b, c], [a, b, c], [None, 2]), ([a, b * c], [a, b, c], [0, None]),
+        ([a * b, c], [a, b, c], [0, 2]), ([a, b * c], [a, b, c], [0, 1]),
         ([a, b, c], [a * b * c], [0, None, None])])
     p = _place(rng, len(src))
 

@@ -21,7 +21,7 @@ LAYERS = [
     ["mesh", "_ndim_type", "_hook_backward"],
     ["types", "testing"],
     ["_type_ids", "checker", "collectives", "_compile_markers"],
-    ["scalar", "carry", "compiled_grads", "_dtensor_prop", "_einsum"],
+    ["scalar", "carry", "compiled_grads", "_dtensor_prop"],
     ["runtime"],
     ["rules"],
     ["registration", "regions", "module", "reinterpret_mesh", "compiled"],

@@ -10,7 +10,6 @@ from . import carry as _carry  # noqa: F401  (types survive module moves, copies
 from . import collectives as _coll
 from .collectives import *  # noqa: F401,F403  (the collectives, API-wrapped there)
 from . import compiled as _compiled  # noqa: F401  (torch.compile'd code checked under typecheck())
-from . import _einsum  # noqa: F401  (einsum's own views under global checking)
 from ._errors import DTensorPropagationError, RedistributeError, SpmdTypeError
 from ._traceback import api_boundary as _api
 from ._traceback import traceback_filtering
