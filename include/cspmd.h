@@ -854,6 +854,20 @@ CSPMD_API cspmd_shard_rule_t cspmd_shard_rule_find(const char *name, const char 
 /* The rule's family ("pointwise", "mm", ...; "none" for -1). */
 CSPMD_API const char *cspmd_shard_rule_name(cspmd_shard_rule_t rule);
 
+/* out_partial_axes, this thread: push a region declaring the global axes
+ * (n >= 1, distinct) on which its ops' results may become Partial.  While
+ * it is the innermost region, global inference of an op whose result it
+ * promotes V -> P on an undeclared axis is SPMD_TYPE, and each declared
+ * axis so derived is marked (in the enclosing regions too).  Errors: VALUE (n out of range, an axis twice,
+ * local mode, a local axis), SPMD_TYPE (an axis outside the current mesh
+ * while local axes are set), MISUSE (unknown axis), NOMEM. */
+CSPMD_API cspmd_status_t cspmd_partial_decl_push(const cspmd_axis_t *axes, int n);
+/* End the innermost region: SPMD_TYPE if one of its axes was never
+ * derived Partial (the region ends anyway); MISUSE with no region. */
+CSPMD_API cspmd_status_t cspmd_partial_decl_pop(void);
+/* How many regions are open on this thread. */
+CSPMD_API int cspmd_partial_decl_depth(void);
+
 #define CSPMD_GLOBAL_MAX_TENSORS 64
 #define CSPMD_MAX_RESULTS 4
 

@@ -94,4 +94,11 @@ CSPMDI_HIDDEN void cspmdi_text_putf(cspmdi_text_t *t, const char *fmt, ...)
 CSPMDI_HIDDEN void cspmdi_text_clear(cspmdi_text_t *t);
 CSPMDI_HIDDEN void cspmdi_text_free(cspmdi_text_t *t);
 
+/* out_partial_axes (partial_decl.c): inside a declaring region, the axes
+ * (axes[j] for bit j of promoted) an op's result was promoted V -> P on
+ * must be declared (else SPMD_TYPE naming op); they are marked derived.
+ * Nothing is marked on error. */
+CSPMDI_HIDDEN cspmd_status_t cspmdi_partial_decl_check(const char *op, const cspmd_axis_t *axes,
+                                                       int n, uint32_t promoted);
+
 #endif /* CSPMD_CORE_H */

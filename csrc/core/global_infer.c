@@ -452,7 +452,7 @@ static cspmd_status_t infer(cspmd_shard_rule_t rule, cspmd_shard_oracle_t oracle
         if (st != CSPMD_OK)
             return st;
     }
-    return CSPMD_OK;
+    return cspmdi_partial_decl_check(op, axes, na, promo);
 }
 
 cspmd_status_t cspmd_global_infer(cspmd_shard_rule_t rule, const cspmd_gcall_t *call,

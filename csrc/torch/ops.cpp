@@ -458,6 +458,14 @@ void mesh_set_local_axes(IntList axes) {
     check(cspmd_mesh_set_local_axes(a.data(), static_cast<int>(a.size())));
 }
 
+// with spmd.out_partial_axes(...): the core's per-thread region stack.
+void partial_decl_push(IntList axes) {
+    auto a = to_axes(axes);
+    check(cspmd_partial_decl_push(a.data(), static_cast<int>(a.size())));
+}
+void partial_decl_pop() { check(cspmd_partial_decl_pop()); }
+int64_t partial_decl_depth() { return cspmd_partial_decl_depth(); }
+
 // The shard rule family of an aten op ("none" without one).
 std::string shard_rule_name(const std::string &name, const std::string &overload) {
     return cspmd_shard_rule_name(cspmd_shard_rule_find(name.c_str(), overload.c_str()));
@@ -682,6 +690,9 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(checker_set_local);
         CSPMD_BIND(checker_local);
         CSPMD_BIND(mesh_set_local_axes);
+        CSPMD_BIND(partial_decl_push);
+        CSPMD_BIND(partial_decl_pop);
+        CSPMD_BIND(partial_decl_depth);
         CSPMD_BIND(shard_rule_name);
         CSPMD_BIND(rule_count);
         CSPMD_BIND(checker_mailbox);

@@ -309,6 +309,52 @@ START_TEST(test_collective_spec)
 }
 END_TEST
 
+START_TEST(test_out_partial_axes_checked_against_propagation)
+{
+    cspmd_type_t out = 0;
+    const cspmd_gtensor_t a = gt(gty(LR, LV, 2, 1, -1), 4, 8), b = gt(gty(LR, LV, 2, 0, -1), 8, 6);
+    /* declared and derived: accepted, and the region ends cleanly */
+    ck_assert_int_eq(cspmd_partial_decl_push(&TP, 1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_partial_decl_depth(), 1);
+    ck_assert_int_eq(infer2("aten::mm", "", a, b, ty(LR, LV), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LR, LP));
+    ck_assert_int_eq(cspmd_partial_decl_pop(), CSPMD_OK);
+    ck_assert_int_eq(cspmd_partial_decl_depth(), 0);
+    /* derived on an undeclared axis: the op is refused */
+    ck_assert_int_eq(cspmd_partial_decl_push(&DP, 1), CSPMD_OK);
+    ck_assert_int_eq(infer2("aten::mm", "", a, b, ty(LR, LV), &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(),
+                     "aten::mm makes its result Partial on axis tp, which out_partial_axes does "
+                     "not declare (declared: dp): add tp to out_partial_axes, or reduce before "
+                     "the region");
+    /* ... and dp, declared, was never derived: the region's end says so */
+    ck_assert_int_eq(cspmd_partial_decl_pop(), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "out_partial_axes declares axis dp, but no "
+                                                     "op in the region made its result Partial"));
+    ck_assert_int_eq(cspmd_partial_decl_depth(), 0);
+    /* nested: the innermost region governs */
+    cspmd_axis_t both[2] = {DP, TP};
+    ck_assert_int_eq(cspmd_partial_decl_push(both, 2), CSPMD_OK);
+    ck_assert_int_eq(cspmd_partial_decl_push(&TP, 1), CSPMD_OK);
+    ck_assert_int_eq(infer2("aten::mm", "", a, b, ty(LR, LV), &out), CSPMD_OK);
+    ck_assert_int_eq(cspmd_partial_decl_pop(), CSPMD_OK);
+    ck_assert_int_eq(cspmd_partial_decl_pop(), CSPMD_ERR_SPMD_TYPE); /* tp counts, dp not */
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "declares axis dp,"));
+    /* bad declarations change nothing */
+    ck_assert_int_eq(cspmd_partial_decl_push(both, 0), CSPMD_ERR_VALUE);
+    cspmd_axis_t twice[2] = {TP, TP};
+    ck_assert_int_eq(cspmd_partial_decl_push(twice, 2), CSPMD_ERR_VALUE);
+    ck_assert_int_eq(cspmd_mesh_set_local_axes(&DP, 1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_partial_decl_push(&DP, 1), CSPMD_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "axis dp is a local axis"));
+    cspmd_checker_set_local(1);
+    ck_assert_int_eq(cspmd_partial_decl_push(&TP, 1), CSPMD_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "needs global mode"));
+    ck_assert_int_eq(cspmd_partial_decl_depth(), 0);
+    ck_assert_int_eq(cspmd_partial_decl_pop(), CSPMD_ERR_MISUSE);
+}
+END_TEST
+
 /* view(self, size) of a 2-D tensor typed t into the sizes of size. */
 static cspmd_status_t view_of(cspmd_type_t t, int64_t a, int64_t b, int n, const int64_t *size,
                               cspmd_type_t *out)
@@ -364,6 +410,7 @@ Suite *suite_global(void)
     tcase_add_test(tc, test_ordering_conflict_and_order_kept);
     tcase_add_test(tc, test_collective_spec);
     tcase_add_test(tc, test_view_split_keeps_the_shard_on_the_outer_piece);
+    tcase_add_test(tc, test_out_partial_axes_checked_against_propagation);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -19,7 +19,7 @@ from .dtensor import (DimSharding, TensorSharding, dtensor_placement_to_spmd_typ
 from .module import annotate_module as _annotate_module
 from .mesh import (MeshAxis, current_mesh, current_mesh_all_names, current_mesh_names,
                    flatten_axes, set_current_mesh, set_printoptions)
-from .regions import Infer, local, local_map
+from .regions import Infer, local, local_map, out_partial_axes
 from .reinterpret_mesh import reinterpret_mesh
 from .registration import (register_autograd_function, register_decomposition,
                            register_local_autograd_function, register_local_backward_hook)
@@ -71,6 +71,7 @@ __all__ = [
     "reinterpret_no_grad",
     # regions
     "local", "local_map", "no_typecheck", "Infer", "is_type_checking", "TYPE_CHECKING",
+    "out_partial_axes",
     # registration
     "register_autograd_function", "register_decomposition",
     "register_local_autograd_function", "register_local_backward_hook",

@@ -14,12 +14,13 @@ from typing import Iterator
 import torch
 
 from ._errors import SpmdTypeError
+from ._lib import ops
 from ._traceback import api_boundary
 from . import checker as _checker
 from .checker import is_type_checking, no_typecheck, typecheck
 from .types import PartitionSpec, PerMeshAxisLocalSpmdType, SpmdType
 
-__all__ = ["local", "local_map", "Infer"]
+__all__ = ["local", "local_map", "Infer", "out_partial_axes"]
 
 
 class _InferType:
@@ -55,6 +56,39 @@ def local() -> Iterator[None]:
         return
     with typecheck(local=True):
         yield
+
+
+@contextlib.contextmanager
+def out_partial_axes(*axes: Any) -> Iterator[None]:
+    """Declare the mesh axes on which the ops of the block make their results
+    Partial (a contraction or a sum over a sharded dim), in global mode.
+
+    The core checks the declaration against what shard propagation derives:
+    an op of the block whose result becomes Partial on an undeclared axis
+    raises ``SpmdTypeError`` before it runs, and so does the end of the
+    block when some declared axis was never made Partial.  Regions nest (the
+    innermost declares; a Partial made in it counts for the outer ones too).  Local mode has nothing to check it against
+    (``ValueError``); with checking off the block runs unchecked.
+
+    >>> with out_partial_axes("tp"):  # doctest: +SKIP
+    ...     y = x @ w                  # x: S(1), w: S(0) on tp -> y: P on tp
+    """
+    if len(axes) == 1 and isinstance(axes[0], (set, frozenset, list, tuple)):
+        axes = tuple(axes[0])
+    if not is_type_checking():
+        yield
+        return
+    from .mesh import normalize_axis
+    ops.partial_decl_push([normalize_axis(a).id for a in axes])
+    try:
+        yield
+    except BaseException:
+        try:
+            ops.partial_decl_pop()
+        except SpmdTypeError:
+            pass  # the body's own error is the one to see
+        raise
+    ops.partial_decl_pop()
 
 
 def _is_spec_leaf(spec):
