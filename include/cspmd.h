@@ -144,9 +144,10 @@ CSPMD_API cspmd_status_t cspmd_axis_le_checked(cspmd_axis_t a, cspmd_axis_t b, i
  * (0 also for an unknown id or n > CSPMD_MAX_AXES; 1 for n == 0). */
 CSPMD_API int cspmd_axes_orthogonal(const cspmd_axis_t *axes, int n);
 /* OK, or SPMD_TYPE with the orthogonality message (first non-orthogonal pair, or
- * the whole set when only jointly non-separable). */
+ * the whole set when only jointly non-separable).  VALUE for more than
+ * CSPMD_MAX_AXES axes, MISUSE for an unknown id. */
 CSPMD_API cspmd_status_t cspmd_axes_check_orthogonal(const cspmd_axis_t *axes, int n);
-/* Flatten.  Errors: VALUE (n < 1, not orthogonal). */
+/* Flatten.  Errors: VALUE (n < 1, not orthogonal, more than CSPMD_MAX_AXES). */
 CSPMD_API cspmd_status_t cspmd_axes_flatten(const cspmd_axis_t *axes, int n, cspmd_axis_t *out);
 
 /* Register a display name for an axis (the name registry, including
@@ -1067,6 +1068,63 @@ CSPMD_API int cspmd_error_operand_count(void);
  * thread).  MISUSE for i out of range or NULL out, leaving the current
  * error as it is (no message is set). */
 CSPMD_API cspmd_status_t cspmd_error_operand(int i, cspmd_error_operand_t *out);
+
+/* ===================================================================== */
+/* Annotations as written                                                 */
+/* ===================================================================== */
+
+/* An axis as an annotation names it, before a mesh resolves it: an axis id
+ * (>= 0) for a MeshAxis, or a negative key for a name (interned here, so
+ * that equal names give equal keys).  Keys written alike compare equal. */
+typedef int64_t cspmd_axis_key_t;
+
+/* The key of an axis name.  Thread-safe; the key stays valid for the life
+ * of the process.  Errors: VALUE (empty name), MISUSE (NULL), NOMEM. */
+CSPMD_API cspmd_status_t cspmd_axis_key_of_name(const char *name, cspmd_axis_key_t *out);
+
+/* merge_types: the entries (keys[i], ltypes[i], shard_dims[i]) of several
+ * partial types, in the order written, must agree on every key they share
+ * (S(d) is V with shard_dims >= 0; -1 otherwise).  SPMD_TYPE "Conflicting
+ * types on axis 'tp': R and V" for the first disagreement; MISUSE for a bad
+ * local type code.  Changes nothing. */
+CSPMD_API cspmd_status_t cspmd_annotation_merge_check(const cspmd_axis_key_t *keys,
+                                                      const cspmd_ltype_t *ltypes,
+                                                      const int32_t *shard_dims, int n);
+
+/* SpmdType(local_type, partition_spec): with has_spec, no entry may be
+ * S(d), and every axis of the spec (spec_keys[j] as written,
+ * spec_resolved[j] the axis it names in the current mesh or -1) that the
+ * local type also names (the same key, else the same resolved axis:
+ * keys_resolved[i]) must be V there.  SPMD_TYPE naming the axis as written
+ * and its type otherwise; MISUSE for a bad code. */
+CSPMD_API cspmd_status_t cspmd_annotation_check_spec(int has_spec, const cspmd_axis_key_t *keys,
+                                                     const cspmd_axis_key_t *keys_resolved,
+                                                     const cspmd_ltype_t *ltypes,
+                                                     const int32_t *shard_dims, int n,
+                                                     const cspmd_axis_key_t *spec_keys,
+                                                     const cspmd_axis_key_t *spec_resolved,
+                                                     int nspec);
+
+/* ===================================================================== */
+/* The functions the Python front calls                                   */
+/* ===================================================================== */
+
+/* One row per function of this header that Python calls directly, as
+ * cspmd._lib.ops.<name> for cspmd_<name>.  The shim binds every row with
+ * one marshaller (csrc/torch/core_calls.cpp) that reads each parameter by
+ * its C type: an integer, id or enum from an int; const char * from a str;
+ * a run of const T * parameters followed by int n from one list each (n is
+ * their common length); a non-const T * is an output, returned.  A status
+ * result is raised as the Python exception of its status.  A function whose
+ * parameters fit those rules needs only its row here. */
+#define CSPMD_PY_CALL_LIST(X)                                                        \
+    X(axis_from_ranks) X(axis_name_add) X(axis_names_reset)                         \
+    X(axes_check_orthogonal) X(axes_flatten) X(axis_key_of_name)                    \
+    X(type_refine) X(type_dual) X(ltype_dual) X(type_local) X(type_merge_scalars)   \
+    X(type_mutate) X(type_reinterpret_no_grad) X(type_reinterpret_mesh)             \
+    X(type_to_mesh) X(type_carry) X(loss_check) X(grad_check) X(grad_seed)          \
+    X(pending_scalars) X(group_bind) X(mesh_pop) X(rule_count) X(rule_find)          \
+    X(annotation_merge_check) X(annotation_check_spec)
 
 #ifdef __cplusplus
 }

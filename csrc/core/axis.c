@@ -516,7 +516,10 @@ int cspmd_axes_orthogonal(const cspmd_axis_t *axes, int n)
 
 static cspmd_status_t check_axes_arg(const char *fn, const cspmd_axis_t *axes, int n)
 {
-    if (n < 0 || n > CSPMD_MAX_AXES || (n > 0 && axes == NULL))
+    if (n > CSPMD_MAX_AXES)
+        return cspmd_error_set(CSPMD_ERR_VALUE, "cspmd: at most %d mesh axes are supported",
+                               CSPMD_MAX_AXES);
+    if (n < 0 || (n > 0 && axes == NULL))
         return cspmd_error_set(CSPMD_ERR_MISUSE, "%s: bad axis list (n = %d)", fn, n);
     for (int i = 0; i < n; i++)
         if (axis_get(axes[i]) == NULL)

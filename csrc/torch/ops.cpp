@@ -48,12 +48,6 @@ int64_t axis_from_layout(IntList sizes, IntList strides) {
     return a;
 }
 
-int64_t axis_from_ranks(IntList ranks) {
-    cspmd_axis_t a;
-    check(cspmd_axis_from_ranks(ranks.data(), static_cast<int>(ranks.size()), &a));
-    return a;
-}
-
 std::vector<int64_t> axis_layout(int64_t axis) {
     int64_t sizes[CSPMD_MAX_MODES], strides[CSPMD_MAX_MODES];
     int n = cspmd_axis_layout(static_cast<cspmd_axis_t>(axis), sizes, strides);
@@ -67,10 +61,6 @@ std::vector<int64_t> axis_layout(int64_t axis) {
     return out;
 }
 
-void axis_name_add(int64_t axis, std::string name) {
-    check(cspmd_axis_name_add(static_cast<cspmd_axis_t>(axis), name.c_str()));
-}
-
 std::string axis_display(int64_t axis, bool debug) {
     const char *s = cspmd_axis_display(static_cast<cspmd_axis_t>(axis), debug ? 1 : 0);
     return s ? s : "";
@@ -79,18 +69,6 @@ std::string axis_display(int64_t axis, bool debug) {
 bool axes_orthogonal(IntList axes) {
     auto a = to_axes(axes);
     return cspmd_axes_orthogonal(a.data(), static_cast<int>(a.size())) != 0;
-}
-
-void axes_check_orthogonal(IntList axes) {
-    auto a = to_axes(axes);
-    check(cspmd_axes_check_orthogonal(a.data(), static_cast<int>(a.size())));
-}
-
-int64_t axes_flatten(IntList axes) {
-    auto a = to_axes(axes);
-    cspmd_axis_t out;
-    check(cspmd_axes_flatten(a.data(), static_cast<int>(a.size()), &out));
-    return out;
 }
 
 // The core's one outermost-first order.
@@ -110,8 +88,6 @@ bool axis_le(int64_t a, int64_t b) {
     check(cspmd_axis_le_checked(static_cast<cspmd_axis_t>(a), static_cast<cspmd_axis_t>(b), &le));
     return le != 0;
 }
-
-void axis_names_reset() { cspmd_axis_names_reset(); }
 
 // ---- types ----------------------------------------------------------------
 
@@ -191,43 +167,6 @@ std::string type_format(int64_t type) {
     return big;
 }
 
-int64_t type_refine(int64_t existing, int64_t next) {
-    cspmd_type_t out;
-    check(cspmd_type_refine(to_type(existing), to_type(next), &out));
-    return out;
-}
-
-int64_t type_mutate(int64_t type, IntList axes, IntList src, IntList dst) {
-    auto a = to_axes(axes);
-    if (src.size() != a.size() || dst.size() != a.size())
-        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: axes, src and dst differ in length");
-    std::vector<cspmd_ltype_t> s, d;
-    for (size_t i = 0; i < a.size(); i++) {
-        s.push_back(static_cast<cspmd_ltype_t>(src[i]));
-        d.push_back(static_cast<cspmd_ltype_t>(dst[i]));
-    }
-    cspmd_type_t out;
-    check(cspmd_type_mutate(to_type(type), a.data(), s.data(), d.data(),
-                            static_cast<int>(a.size()), &out));
-    return out;
-}
-
-int64_t type_reinterpret_no_grad(int64_t type, int64_t axis, int64_t dst, int64_t dst_shard_dim,
-                                 bool requires_grad) {
-    cspmd_type_t out;
-    check(cspmd_type_reinterpret_no_grad(to_type(type), static_cast<cspmd_axis_t>(axis),
-                                         static_cast<cspmd_ltype_t>(dst),
-                                         static_cast<int32_t>(dst_shard_dim),
-                                         requires_grad ? 1 : 0, &out));
-    return out;
-}
-
-int64_t type_merge_scalars(int64_t a, int64_t b) {
-    cspmd_type_t out;
-    check(cspmd_type_merge_scalars(to_type(a), to_type(b), &out));
-    return out;
-}
-
 // [ndim, n0, axes..., n1, ...]: the spec that S(d) annotations describe,
 // in the encoding type_make takes.
 std::vector<int64_t> spec_from_shards(IntList axes, IntList dims, int64_t ndim) {
@@ -252,9 +191,6 @@ std::vector<int64_t> spec_from_shards(IntList axes, IntList dims, int64_t ndim) 
 
 // torch's code for a dtype (the collectives' dtype options travel as codes).
 int64_t dtype_code(at::ScalarType t) { return static_cast<int64_t>(t); }
-
-int64_t type_dual(int64_t type) { return cspmd_type_dual(to_type(type)); }
-int64_t ltype_dual(int64_t lt) { return cspmd_ltype_dual(static_cast<cspmd_ltype_t>(lt)); }
 
 bool coll_noop(int64_t op, int64_t src_lt, int64_t src_dim, int64_t dst_lt, int64_t dst_dim) {
     if (op < 0 || op >= CSPMD_COLL_COUNT)
@@ -287,19 +223,6 @@ int64_t coll_split_backward_dtype(bool has_backward_op_dtype, bool input_is_floa
                                   bool has_op_dtype) {
     return cspmd_coll_split_backward_dtype(has_backward_op_dtype, input_is_float, has_op_dtype);
 }
-int64_t type_local(int64_t type) { return cspmd_type_local(to_type(type)); }
-
-void pending_scalars(IntList types) {
-    std::vector<cspmd_type_t> t;
-    for (int64_t v : types)
-        t.push_back(to_type(v));
-    check(cspmd_pending_scalars(t.data(), static_cast<int>(t.size())));
-}
-
-void group_bind(std::string name, int64_t axis) {
-    check(cspmd_group_bind(name.c_str(), static_cast<cspmd_axis_t>(axis)));
-}
-
 // ---- cspmd.rules: the typing rules of spmd_typecheck hooks ------------------
 
 // rules.einsum: labels of every term flattened (counts[i] of operand i),
@@ -358,20 +281,6 @@ std::vector<int64_t> rules_transition(int64_t op, int64_t axis, int64_t src_lt, 
     return {static_cast<int64_t>(t), nd};
 }
 
-void loss_check(int64_t type) { check(cspmd_loss_check(to_type(type))); }
-
-int64_t grad_check(int64_t fwd, int64_t grad, std::string what) {
-    cspmd_type_t out;
-    check(cspmd_grad_check(to_type(fwd), to_type(grad), what.c_str(), &out));
-    return out;
-}
-
-int64_t grad_seed(int64_t out, int64_t grad, std::string out_what, std::string grad_what) {
-    cspmd_type_t seed;
-    check(cspmd_grad_seed(to_type(out), to_type(grad), out_what.c_str(), grad_what.c_str(),
-                          &seed));
-    return seed;
-}
 
 // The gradient-duality check of one gradient, in one call from a Python
 // hook: the forward type is the tensor's if it is alive, else `fallback`;
@@ -389,13 +298,6 @@ void grad_watch_check(const std::optional<at::Tensor> &t, int64_t fallback,
     check(cspmd_grad_check(fwd, g, what.c_str(), &out));
     if (out != g)
         impl_set_type(grad.unsafeGetTensorImpl(), out);
-}
-
-int64_t type_carry(int64_t from, int64_t to, int64_t to_ndim, std::string what) {
-    cspmd_type_t out;
-    check(cspmd_type_carry(to_type(from), to_type(to), static_cast<int>(to_ndim), what.c_str(),
-                           &out));
-    return out;
 }
 
 // Inside torch.func.vmap Python code holds BatchedTensors (one per vmap
@@ -426,8 +328,6 @@ void mesh_push(IntList axes) {
     auto a = to_axes(axes);
     check(cspmd_mesh_push(a.data(), static_cast<int>(a.size())));
 }
-
-void mesh_pop() { check(cspmd_mesh_pop()); }
 
 std::vector<int64_t> mesh_current() {
     cspmd_axis_t a[CSPMD_MAX_AXES];
@@ -480,12 +380,6 @@ bool checker_post(int64_t mailbox, bool enabled, bool strict, bool local) {
 
 // ---- the op rule table (tests check it against torch's schemas) -------
 
-int64_t rule_count() { return cspmd_rule_count(); }
-
-int64_t rule_find(const std::string &name, const std::string &overload) {
-    return cspmd_rule_find(name.c_str(), overload.c_str());
-}
-
 // (name, overload, linearity, kind, operand, coefficient, scalar,
 //  zero_free, result masks, product_a, product_b, sum_self)
 std::tuple<std::string, std::string, std::string, int64_t, uint64_t, uint64_t, uint64_t,
@@ -536,21 +430,6 @@ int64_t register_explicit() {
 }
 
 // ---- cross-mesh reinterpretation ----------------------------------
-
-// dst_full != 0: full destination type; else dst_axes (axes-only mode).
-int64_t type_reinterpret_mesh(int64_t src, int64_t dst_full, IntList dst_axes) {
-    auto a = to_axes(dst_axes);
-    cspmd_type_t out;
-    check(cspmd_type_reinterpret_mesh(to_type(src), to_type(dst_full), a.data(),
-                                      static_cast<int>(a.size()), &out));
-    return out;
-}
-
-int64_t type_to_mesh(int64_t type, int64_t arg_index) {
-    cspmd_type_t out;
-    check(cspmd_type_to_mesh(to_type(type), static_cast<int>(arg_index), &out));
-    return out;
-}
 
 std::string cross_mesh_advice(IntList types) {
     std::vector<cspmd_type_t> t;
@@ -640,49 +519,30 @@ PyMODINIT_FUNC PyInit__C(void) {
 #define CSPMD_BIND(fn) m.def(#fn, wrap_pybind_function(fn))
         CSPMD_BIND(axis_from_layout);
         CSPMD_BIND(error_raise);
-        CSPMD_BIND(axis_from_ranks);
         CSPMD_BIND(axis_layout);
-        CSPMD_BIND(axis_name_add);
         CSPMD_BIND(axis_display);
         CSPMD_BIND(axes_orthogonal);
-        CSPMD_BIND(axes_check_orthogonal);
-        CSPMD_BIND(axes_flatten);
         CSPMD_BIND(axes_sort_outer);
         CSPMD_BIND(axis_le);
-        CSPMD_BIND(axis_names_reset);
         CSPMD_BIND(type_make);
         CSPMD_BIND(type_entries);
         CSPMD_BIND(type_spec);
         CSPMD_BIND(type_format);
-        CSPMD_BIND(type_refine);
-        CSPMD_BIND(type_dual);
-        CSPMD_BIND(ltype_dual);
         CSPMD_BIND(spec_from_shards);
         CSPMD_BIND(dtype_code);
         CSPMD_BIND(coll_noop);
         CSPMD_BIND(coll_validate);
         CSPMD_BIND(coll_split);
         CSPMD_BIND(coll_split_backward_dtype);
-        CSPMD_BIND(type_mutate);
-        CSPMD_BIND(type_reinterpret_no_grad);
-        CSPMD_BIND(type_merge_scalars);
-        CSPMD_BIND(type_local);
-        CSPMD_BIND(group_bind);
-        CSPMD_BIND(pending_scalars);
-        CSPMD_BIND(loss_check);
         CSPMD_BIND(rules_einsum);
         CSPMD_BIND(rules_transition);
         CSPMD_BIND(grad_watch_check);
-        CSPMD_BIND(grad_check);
-        CSPMD_BIND(grad_seed);
         CSPMD_BIND(watch_leaves);
-        CSPMD_BIND(type_carry);
         CSPMD_BIND(register_type_saving);
         CSPMD_BIND(collective_check_input);
         CSPMD_BIND(get_type);
         CSPMD_BIND(set_type);
         CSPMD_BIND(mesh_push);
-        CSPMD_BIND(mesh_pop);
         CSPMD_BIND(mesh_current);
         CSPMD_BIND(checker_set);
         CSPMD_BIND(checker_state);
@@ -694,22 +554,19 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(partial_decl_pop);
         CSPMD_BIND(partial_decl_depth);
         CSPMD_BIND(shard_rule_name);
-        CSPMD_BIND(rule_count);
         CSPMD_BIND(checker_mailbox);
         CSPMD_BIND(checker_post);
-        CSPMD_BIND(rule_find);
         CSPMD_BIND(rule_info);
         CSPMD_BIND(rule_infer);
         CSPMD_BIND(register_explicit);
         CSPMD_BIND(trace_set);
         CSPMD_BIND(trace_enabled);
-        CSPMD_BIND(type_reinterpret_mesh);
-        CSPMD_BIND(type_to_mesh);
         CSPMD_BIND(cross_mesh_advice);
         CSPMD_BIND(axis_print_debug_set);
         CSPMD_BIND(axis_print_debug);
         CSPMD_BIND(codes);
 #undef CSPMD_BIND
+        bind_core_calls(m);  // the rows of CSPMD_PY_CALL_LIST
     } catch (pybind11::error_already_set &e) {
         e.restore();
         return nullptr;

@@ -19,6 +19,10 @@ struct cspmd_call {
     size_t nreturns;
 };
 
+namespace pybind11 {
+class module_;
+}
+
 namespace cspmd {
 
 // The key in this thread's included set (checking reaches the kernel) and
@@ -99,5 +103,8 @@ inline void check(cspmd_status_t st) {
     if (st != CSPMD_OK)
         raise_status(st);
 }
+
+// Bind the rows of CSPMD_PY_CALL_LIST on cspmd._C (core_calls.cpp).
+void bind_core_calls(pybind11::module_ &m);
 
 } // namespace cspmd

@@ -15,6 +15,7 @@ Suite *suite_compat(void);
 Suite *suite_type_carry(void);
 Suite *suite_view_rules(void);
 Suite *suite_shard_spec(void);
+Suite *suite_annotation(void);
 Suite *suite_global(void);
 Suite *suite_error_context(void);
 Suite *suite_hook_rules(void);

@@ -56,6 +56,31 @@ def test_merge_types_errors():
         spmd.merge_types(R)
 
 
+def test_conflicts_and_spec_axes_are_decided_by_the_core(mesh):
+    # merge_types and SpmdType pass the axes as written to the core
+    # (cspmd_annotation_merge_check, cspmd_annotation_check_spec).
+    with pytest.raises(spmd.SpmdTypeError, match=r"Conflicting types on axis .*: S\(0\) and S\(1\)"):
+        spmd.merge_types({TP: S(0)}, {TP: S(1)})
+    assert spmd.merge_types({"tp": R}, {TP: V}).local_type == {"tp": R, TP: V}  # as written
+    with pytest.raises(spmd.SpmdTypeError, match="axis 'tp' appears in the partition_spec but "
+                       "its local type is R, not V"):
+        SpmdType({"tp": R}, PartitionSpec("tp"))  # no mesh needed: the same name
+    SpmdType({"tp": R}, PartitionSpec(TP))  # a name no mesh resolves is another axis
+    with spmd.set_current_mesh(mesh):
+        with pytest.raises(spmd.SpmdTypeError, match="axis 'tp' appears in the partition_spec"):
+            SpmdType({spmd.normalize_axis("tp"): I}, PartitionSpec("tp"))  # resolved here
+    with pytest.raises(spmd.SpmdTypeError, match="cannot be combined with an explicit"):
+        SpmdType({TP: S(0)}, PartitionSpec(None))
+
+
+def test_process_group_keys_are_their_axis(mesh):
+    tp_group = mesh.get_group("tp")
+    tp = spmd.MeshAxis.of(tp_group)
+    with pytest.raises(spmd.SpmdTypeError, match=f"Conflicting types on axis {tp!r}: R and V"):
+        spmd.merge_types({tp_group: R}, {tp: V})
+    assert spmd.merge_types({tp_group: R}, {tp_group: R}).local_type == {tp_group: R}
+
+
 def test_bare_type_fills_unnamed_axes(mesh):
     with spmd.set_current_mesh(mesh):
         merged = spmd.merge_types(R, {TP: V})

@@ -22,8 +22,8 @@ from ._type_ids import _type_id, type_to_dict
 from .checker import _describe, _grad_prehook
 from .mesh import MeshAxis, current_mesh, normalize_axis, set_dist
 from .scalar import Scalar
-from .types import (I, PartitionSpec, PerMeshAxisLocalSpmdType, R, Shard, SpmdType, ltype_code,
-                    normalize_partition_spec, to_local_type)
+from .types import (I, PartitionSpec, PerMeshAxisLocalSpmdType, R, Shard, SpmdType, axis_key,
+                    ltype_code, normalize_partition_spec, to_local_type)
 
 _TensorOrSequence = Union[torch.Tensor, List[torch.Tensor], Tuple[torch.Tensor, ...]]
 
@@ -79,6 +79,9 @@ def merge_types(*types: Any) -> SpmdType:
     local_type: dict = {}
     specs: list = []
     default = None
+    keys: list = []  # every (axis, type) written, for the core's conflict check
+    ltypes: list = []
+    dims: list = []
     for arg in types:
         if arg is None:
             continue
@@ -100,10 +103,11 @@ def merge_types(*types: Any) -> SpmdType:
                             f"PartitionSpec, a bare type or None, got "
                             f"{builtins_type(arg).__name__}")
         for axis, typ in arg.items():
-            if local_type.get(axis, typ) != typ:
-                raise SpmdTypeError(f"Conflicting types on axis {axis!r}: {local_type[axis]!r} "
-                                    f"and {typ!r}")
-            local_type[axis] = typ
+            keys.append(axis_key(axis))
+            ltypes.append(ltype_code(typ))
+            dims.append(typ.dim if isinstance(typ, Shard) else -1)
+        ops.annotation_merge_check(keys, ltypes, dims)
+        local_type.update(arg)
     if any(sp != specs[0] for sp in specs) and (
             len({normalize_partition_spec(sp) for sp in specs}) > 1):
         raise SpmdTypeError(f"Conflicting PartitionSpecs: {' and '.join(map(repr, specs))}")

@@ -376,6 +376,26 @@ def partition_spec_get_shard(spec: typing.Optional[typing.Sequence[Any]],
     return partition_spec_to_shard_types(spec).get(a)
 
 
+# ---- axes as written -------------------------------------------------------
+
+def axis_key(axis: Any) -> int:
+    """The core's key for an axis as an annotation writes it: a MeshAxis's
+    id, a name's interned key (no mesh needed), a process group's axis."""
+    if isinstance(axis, MeshAxis):
+        return axis.id
+    if isinstance(axis, str):
+        return _ops.axis_key_of_name(axis)
+    return normalize_axis(axis).id
+
+
+def _resolved_key(axis: Any) -> int:
+    """The id of the axis that ``axis`` names here, -1 when nothing does."""
+    try:
+        return normalize_axis(axis).id
+    except (SpmdTypeError, TypeError, ValueError):
+        return -1
+
+
 # ---- SpmdType ------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -395,11 +415,8 @@ class SpmdType:
         if not isinstance(self.local_type, dict):
             raise TypeError(f"SpmdType: local_type must be a dict {{axis: R|I|V|P|S(i)}}, got "
                             f"{type(self.local_type).__name__}")
-        has_shard = False
         for axis, t in self.local_type.items():
-            if isinstance(t, Shard):
-                has_shard = True
-            elif not isinstance(t, PerMeshAxisLocalSpmdType):
+            if not isinstance(t, (Shard, PerMeshAxisLocalSpmdType)):
                 raise TypeError(f"SpmdType: type on axis {axis!r} must be one of R, I, V, P "
                                 f"or S(i), got {t!r}")
         spec = self.partition_spec
@@ -414,27 +431,16 @@ class SpmdType:
         for i, e in enumerate(spec):
             if e == ():
                 raise ValueError(_empty_entry(i))
-        if has_shard:
-            raise SpmdTypeError("SpmdType: S(i) entries in local_type cannot be combined with "
-                                "an explicit partition_spec")
-        for e in spec:
-            for a in () if e is None else e if isinstance(e, tuple) else (e,):
-                t = self._lookup(a)
-                if t is not None and t is not V:
-                    raise SpmdTypeError(f"SpmdType: axis {a!r} appears in the partition_spec "
-                                        f"but its local type is {t!r}, not V")
-
-    def _lookup(self, axis):
-        if axis in self.local_type:
-            return self.local_type[axis]
-        try:
-            a = normalize_axis(axis)
-            for k, t in self.local_type.items():
-                if normalize_axis(k) is a:
-                    return t
-        except (SpmdTypeError, TypeError):
-            pass
-        return None
+        # The core checks the local type against the spec (S(i) entries, the
+        # spec's axes V), on the axes as written.
+        keys = list(self.local_type)
+        spec_axes = [a for e in spec for a in (() if e is None else e if isinstance(e, tuple)
+                                               else (e,))]
+        _ops.annotation_check_spec(
+            True, [axis_key(k) for k in keys], [_resolved_key(k) for k in keys],
+            [ltype_code(t) for t in self.local_type.values()],
+            [t.dim if isinstance(t, Shard) else -1 for t in self.local_type.values()],
+            [axis_key(a) for a in spec_axes], [_resolved_key(a) for a in spec_axes])
 
 
 # ---- TensorSharding -------------------------------------------

@@ -1,0 +1,169 @@
+/* Checks on annotations as the user wrote them, before their axes are
+ * resolved to a mesh: the merge of several partial types (merge_types) and
+ * a local type given with a partition spec (SpmdType).
+ *
+ * An annotation names an axis by a MeshAxis (its axis id) or by a name that
+ * only a current mesh resolves.  Both are keys here: an axis id as it is, a
+ * name as a negative key interned below, so that keys written alike compare
+ * equal and messages show the key as written. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+/* The interned names, in order of first use: key -1 - i is names[i].  A
+ * program writes a handful of axis names, so a linear search is enough;
+ * names are kept for the life of the process (keys stay valid). */
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **names;
+static int64_t n_names, cap_names;
+
+cspmd_status_t cspmd_axis_key_of_name(const char *name, cspmd_axis_key_t *out)
+{
+    if (name == NULL || out == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_axis_key_of_name: NULL argument");
+    if (name[0] == '\0')
+        return cspmd_error_set(CSPMD_ERR_VALUE, "cspmd: an axis name must not be empty");
+    cspmd_status_t st = CSPMD_OK;
+    pthread_mutex_lock(&names_lock);
+    int64_t i = 0;
+    while (i < n_names && strcmp(names[i], name) != 0)
+        i++;
+    if (i == n_names) {
+        char *copy = strdup(name);
+        if (copy != NULL && n_names == cap_names) {
+            int64_t cap = cap_names ? 2 * cap_names : 16;
+            char **grown = realloc(names, (size_t)cap * sizeof *grown);
+            if (grown != NULL) {
+                names = grown;
+                cap_names = cap;
+            }
+        }
+        if (copy == NULL || n_names == cap_names) {
+            free(copy);
+            st = cspmd_error_set(CSPMD_ERR_NOMEM, "cspmd_axis_key_of_name: out of memory");
+        } else {
+            names[n_names++] = copy;
+        }
+    }
+    pthread_mutex_unlock(&names_lock);
+    if (st == CSPMD_OK)
+        *out = -1 - i;
+    return st;
+}
+
+/* The key as written: *quote + text + *quote, 'name' quoted as Python
+ * quotes a str, an axis as its display text.  Both texts live as long as
+ * the process. */
+static const char *key_text(cspmd_axis_key_t key, const char **quote)
+{
+    *quote = "";
+    if (key >= 0)
+        return key <= UINT32_MAX ? cspmd_axis_display((cspmd_axis_t)key, 0)
+                                 : "MeshAxis(<unknown id>)";
+    const char *name = NULL;
+    pthread_mutex_lock(&names_lock);
+    if (-1 - key < n_names)
+        name = names[-1 - key]; /* never freed */
+    pthread_mutex_unlock(&names_lock);
+    if (name == NULL)
+        return "<unknown axis name key>";
+    *quote = strchr(name, '\'') != NULL && strchr(name, '"') == NULL ? "\"" : "'";
+    return name;
+}
+
+/* R, I, V, P, or S(d) for a V with a shard dim. */
+static void ctype_text(cspmd_ltype_t lt, int32_t shard_dim, char *buf, size_t len)
+{
+    if (lt == CSPMD_LT_V && shard_dim >= 0)
+        snprintf(buf, len, "S(%d)", (int)shard_dim);
+    else
+        snprintf(buf, len, "%s", cspmd_ltype_letter(lt));
+}
+
+static cspmd_status_t check_entries(const char *fn, const cspmd_ltype_t *ltypes, int n)
+{
+    if (n < 0)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "%s: negative count", fn);
+    for (int i = 0; i < n; i++)
+        if (ltypes[i] != CSPMD_LT_R && ltypes[i] != CSPMD_LT_I && ltypes[i] != CSPMD_LT_V &&
+            ltypes[i] != CSPMD_LT_P)
+            return cspmd_error_set(CSPMD_ERR_MISUSE, "%s: bad local type code %d", fn,
+                                   (int)ltypes[i]);
+    return CSPMD_OK;
+}
+
+cspmd_status_t cspmd_annotation_merge_check(const cspmd_axis_key_t *keys,
+                                            const cspmd_ltype_t *ltypes,
+                                            const int32_t *shard_dims, int n)
+{
+    cspmd_status_t st = check_entries("cspmd_annotation_merge_check", ltypes, n);
+    if (st != CSPMD_OK)
+        return st;
+    for (int j = 1; j < n; j++)
+        for (int i = 0; i < j; i++) {
+            if (keys[i] != keys[j])
+                continue;
+            int32_t di = ltypes[i] == CSPMD_LT_V && shard_dims[i] >= 0 ? shard_dims[i] : -1;
+            int32_t dj = ltypes[j] == CSPMD_LT_V && shard_dims[j] >= 0 ? shard_dims[j] : -1;
+            if (ltypes[i] == ltypes[j] && di == dj)
+                break; /* agrees with the first entry of this key */
+            const char *q, *k = key_text(keys[j], &q);
+            char a[32], b[32]; /* "S(" + an int32 + ")" fits */
+            ctype_text(ltypes[i], shard_dims[i], a, sizeof a);
+            ctype_text(ltypes[j], shard_dims[j], b, sizeof b);
+            return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                                   "Conflicting types on axis %s%s%s: %s and %s", q, k, q, a, b);
+        }
+    return CSPMD_OK;
+}
+
+/* The entry of the local type that a spec axis names: the same key, else
+ * (both resolved) the same axis; -1 if none. */
+static int find_entry(cspmd_axis_key_t key, cspmd_axis_key_t resolved,
+                      const cspmd_axis_key_t *keys, const cspmd_axis_key_t *keys_resolved, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (keys[i] == key)
+            return i;
+    if (resolved < 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (keys_resolved[i] == resolved)
+            return i;
+    return -1;
+}
+
+cspmd_status_t cspmd_annotation_check_spec(int has_spec, const cspmd_axis_key_t *keys,
+                                           const cspmd_axis_key_t *keys_resolved,
+                                           const cspmd_ltype_t *ltypes,
+                                           const int32_t *shard_dims, int n,
+                                           const cspmd_axis_key_t *spec_keys,
+                                           const cspmd_axis_key_t *spec_resolved, int nspec)
+{
+    cspmd_status_t st = check_entries("cspmd_annotation_check_spec", ltypes, n);
+    if (st != CSPMD_OK)
+        return st;
+    if (nspec < 0)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_annotation_check_spec: negative count");
+    if (!has_spec)
+        return CSPMD_OK;
+    for (int i = 0; i < n; i++)
+        if (ltypes[i] == CSPMD_LT_V && shard_dims[i] >= 0)
+            return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                                   "SpmdType: S(i) entries in local_type cannot be combined "
+                                   "with an explicit partition_spec");
+    for (int j = 0; j < nspec; j++) {
+        int i = find_entry(spec_keys[j], spec_resolved[j], keys, keys_resolved, n);
+        if (i < 0 || ltypes[i] == CSPMD_LT_V)
+            continue;
+        const char *q, *k = key_text(spec_keys[j], &q);
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "SpmdType: axis %s%s%s appears in the partition_spec but its "
+                               "local type is %s, not V",
+                               q, k, q, cspmd_ltype_letter(ltypes[i]));
+    }
+    return CSPMD_OK;
+}
