@@ -58,11 +58,12 @@ def main():
     mesh, dp, tp = common.fake_mesh()
 
     def c_ctx(local):
-        return lambda: _both(cspmd.set_current_mesh(mesh), cspmd.checker.typecheck(local=local))
+        return lambda: common.both(cspmd.set_current_mesh(mesh),
+                                   cspmd.checker.typecheck(local=local))
 
     ctx = {"plain": contextlib.nullcontext, "cspmd_local": c_ctx(True),
            "cspmd_global": c_ctx(False),
-           "spmd_types_global": lambda: _both(ref.set_current_mesh(mesh),
+           "spmd_types_global": lambda: common.both(ref.set_current_mesh(mesh),
                                               ref.checker.typecheck(local=False))}
     with ctx["cspmd_global"]():
         w_c = workloads(cspmd, dp, tp)
@@ -90,12 +91,6 @@ def main():
               f"{d['spmd_types_global']:11.2f}")
     common.save("global", {"machine": common.machine(), "rounds": args.rounds,
                            "number": args.number, "best_us": res, "samples_us": samples})
-
-
-@contextlib.contextmanager
-def _both(a, b):
-    with a, b:
-        yield
 
 
 if __name__ == "__main__":

@@ -72,8 +72,8 @@ def main():
     w_p = workloads(None, dp, tp)
     work = {"plain": w_p, "cspmd": w_c, "spmd_types": w_r}
     ctx = {"plain": contextlib.nullcontext,
-           "cspmd": lambda: _both(cspmd.set_current_mesh(mesh), cspmd.checker.typecheck()),
-           "spmd_types": lambda: _both(ref.set_current_mesh(mesh), ref.checker.typecheck())}
+           "cspmd": lambda: common.both(cspmd.set_current_mesh(mesh), cspmd.checker.typecheck()),
+           "spmd_types": lambda: common.both(ref.set_current_mesh(mesh), ref.checker.typecheck())}
     for impl, fns in work.items():          # warm up (and fail early)
         with ctx[impl]():
             for fn in fns.values():
@@ -92,12 +92,6 @@ def main():
         print(f"{op:12s} {d['plain']:8.2f} {d['cspmd']:8.2f} {d['spmd_types']:10.2f}")
     common.save("ops", {"machine": common.machine(), "rounds": args.rounds,
                         "number": args.number, "best_us": res, "samples_us": samples})
-
-
-@contextlib.contextmanager
-def _both(a, b):
-    with a, b:
-        yield
 
 
 if __name__ == "__main__":

@@ -124,8 +124,8 @@ def main():
     m_r = load_block_module(ref, "ref")
 
     ctx = {"plain": lambda: contextlib.nullcontext(),
-           "cspmd": lambda: _both(cspmd.set_current_mesh(mesh), cspmd.checker.typecheck()),
-           "spmd_types": lambda: _both(ref.set_current_mesh(mesh), ref.checker.typecheck())}
+           "cspmd": lambda: common.both(cspmd.set_current_mesh(mesh), cspmd.checker.typecheck()),
+           "spmd_types": lambda: common.both(ref.set_current_mesh(mesh), ref.checker.typecheck())}
     results = {}
     for size in args.size or list(SIZES):
         cfg = dict(SIZES[size])
@@ -190,12 +190,6 @@ def measure_optimizer(models, ctx, args):
               f"cspmd/plain {best['cspmd'] / best['plain']:.3f}x")
         out[kind] = {"best_ms": best, "samples_ms": samples[kind], "reps": reps[kind]}
     return out
-
-
-@contextlib.contextmanager
-def _both(a, b):
-    with a, b:
-        yield
 
 
 if __name__ == "__main__":

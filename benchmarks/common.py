@@ -97,5 +97,13 @@ def save(name, data):
 
 
 @contextlib.contextmanager
+def both(a, b):
+    """Enter two context managers as one (a first), for a table of contexts
+    built from lambdas."""
+    with a, b:
+        yield
+
+
+@contextlib.contextmanager
 def nothing():
     yield

@@ -79,30 +79,25 @@ int cspmdi_shard_slice_backward(shard_io_t *io)
     return CSPMD_OK;
 }
 
-/* split.Tensor / split_with_sizes(self, split, dim=0): every piece is
- * placed as the input, the split dim not sharded. */
-int cspmdi_shard_split(shard_io_t *io)
+/* An op that cuts its input into pieces along the dim in argument dim_arg
+ * (default 0), which must not be sharded; the pieces are placed as the
+ * input, less that dim when drop. */
+static int cut(shard_io_t *io, int dim_arg, int drop, const char *verb)
 {
     const cspmd_gtensor_t *t = tensor(io, 0);
-    int d = wrap_dim(int_arg(io, 2, 0), t->ndim);
+    int d = wrap_dim(int_arg(io, dim_arg, 0), t->ndim);
     int8_t p = io->in[0];
     if (p == d)
-        return fail(io, "it splits the sharded dim %d", d);
-    all_results(io, p, t->ndim);
+        return fail(io, "it %s the sharded dim %d", verb, d);
+    all_results(io, drop ? after_remove(p, d) : p, drop ? t->ndim - 1 : t->ndim);
     return CSPMD_OK;
 }
 
+/* split.Tensor / split_with_sizes(self, split, dim=0) */
+int cspmdi_shard_split(shard_io_t *io) { return cut(io, 2, 0, "splits"); }
+
 /* unbind.int(self, dim=0) */
-int cspmdi_shard_unbind(shard_io_t *io)
-{
-    const cspmd_gtensor_t *t = tensor(io, 0);
-    int d = wrap_dim(int_arg(io, 1, 0), t->ndim);
-    int8_t p = io->in[0];
-    if (p == d)
-        return fail(io, "it unbinds the sharded dim %d", d);
-    all_results(io, after_remove(p, d), t->ndim - 1);
-    return CSPMD_OK;
-}
+int cspmdi_shard_unbind(shard_io_t *io) { return cut(io, 1, 1, "unbinds"); }
 
 /* The same shard dim d (not dim) on every operand listed, of equal global
  * size on d across them: the pairing of rows is then local.  Returns d, or

@@ -159,23 +159,18 @@ static int matmul_place(shard_io_t *io, int ia, int ib, int nb, int8_t *out)
     return CSPMD_OK;
 }
 
-static int mm(shard_io_t *io)
+/* mm (nb = 0) and bmm (nb = 1): the product placed by matmul_place. */
+static int product(shard_io_t *io, int nb)
 {
     int8_t p = R_;
-    int st = matmul_place(io, 0, 1, 0, &p);
+    int st = matmul_place(io, 0, 1, nb, &p);
     if (st == CSPMD_OK)
-        all_results(io, p, 2);
+        all_results(io, p, nb + 2);
     return st;
 }
 
-static int bmm(shard_io_t *io)
-{
-    int8_t p = R_;
-    int st = matmul_place(io, 0, 1, 1, &p);
-    if (st == CSPMD_OK)
-        all_results(io, p, 3);
-    return st;
-}
+static int mm(shard_io_t *io) { return product(io, 0); }
+static int bmm(shard_io_t *io) { return product(io, 1); }
 
 /* addmm(self, m1, m2) / baddbmm(self, b1, b2): self broadcast-added to the
  * product must be placed as the product is. */

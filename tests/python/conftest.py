@@ -96,3 +96,25 @@ def _checker_off_between_tests():
 def ltype(x):
     """get_local_type as {display name: letter} for easy comparison."""
     return {repr(a): t.name for a, t in spmd.get_local_type(x).items()}
+
+
+class CopyToTP(torch.autograd.Function):
+    """Megatron's "f": identity forward (I -> R on tp), all-reduce of the
+    gradient in backward (P -> I)."""
+
+    @staticmethod
+    def forward(ctx, x, tp):
+        ctx.tp = tp
+        return spmd.convert(x, tp, src=spmd.I, dst=spmd.R)  # no autograd inside: type only
+
+    @staticmethod
+    def backward(ctx, g):
+        return spmd.all_reduce(g, ctx.tp, src=spmd.P, dst=spmd.I), None
+
+
+class CopyToTPNoReduce(CopyToTP):
+    """The classic bug: the backward's all-reduce is missing."""
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None

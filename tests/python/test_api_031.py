@@ -59,7 +59,8 @@ def test_merge_types_errors():
 def test_conflicts_and_spec_axes_are_decided_by_the_core(mesh):
     # merge_types and SpmdType pass the axes as written to the core
     # (cspmd_annotation_merge_check, cspmd_annotation_check_spec).
-    with pytest.raises(spmd.SpmdTypeError, match=r"Conflicting types on axis .*: S\(0\) and S\(1\)"):
+    with pytest.raises(spmd.SpmdTypeError,
+                       match=r"Conflicting types on axis .*: S\(0\) and S\(1\)"):
         spmd.merge_types({TP: S(0)}, {TP: S(1)})
     assert spmd.merge_types({"tp": R}, {TP: V}).local_type == {"tp": R, TP: V}  # as written
     with pytest.raises(spmd.SpmdTypeError, match="axis 'tp' appears in the partition_spec but "

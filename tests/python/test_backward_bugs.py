@@ -29,7 +29,7 @@ import torch.nn.functional as F
 import cspmd as spmd
 import cspmd.checker
 from cspmd import I, P, R, S, V, SpmdTypeError
-from conftest import ltype
+from conftest import CopyToTP, CopyToTPNoReduce, ltype
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 from megatron_block import Block, build_block, loss_of, make_input  # noqa: E402
@@ -58,23 +58,6 @@ def make(cls, dp, tp, *, sp=False, annotate=True):
 # layer norm, whose every other operand is I: the layer norm's backward
 # rejects it.  The correct Function (control) passes.
 # ---------------------------------------------------------------------------
-
-class CopyToTP(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, tp):
-        ctx.tp = tp
-        return spmd.convert(x, tp, src=I, dst=R)   # no autograd inside forward: type only
-
-    @staticmethod
-    def backward(ctx, g):
-        return spmd.all_reduce(g, ctx.tp, src=P, dst=I), None
-
-
-class CopyToTPNoReduce(CopyToTP):
-    @staticmethod
-    def backward(ctx, g):
-        return g, None                               # BUG: the all-reduce is missing
-
 
 class CustomF(Block):
     fn = CopyToTP

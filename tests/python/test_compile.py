@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import cspmd as spmd
 import cspmd.compiled
-from conftest import ltype
+from conftest import CopyToTP, CopyToTPNoReduce, ltype
 
 R, I, V, P = spmd.R, spmd.I, spmd.V, spmd.P
 
@@ -252,25 +252,6 @@ def _norm(x, w):
     return F.layer_norm(x, (x.shape[-1],), weight=w)  # I on tp: its backward needs an I gradient
 
 
-class _CopyToTP(torch.autograd.Function):
-    """Megatron's f: I -> R on tp forward, all-reduce of the gradient backward."""
-
-    @staticmethod
-    def forward(ctx, x, tp):
-        ctx.tp = tp
-        return spmd.convert(x, tp, src=I, dst=R)
-
-    @staticmethod
-    def backward(ctx, g):
-        return spmd.all_reduce(g, ctx.tp, src=P, dst=I), None
-
-
-class _CopyToTPNoReduce(_CopyToTP):
-    @staticmethod
-    def backward(ctx, g):
-        return g, None  # the bug: the all-reduce is missing
-
-
 def _tp_block(norm, f, tp):
     """A norm (compiled or not) on I data, f, a column-parallel matmul; the
     output's gradient, typed."""
@@ -285,10 +266,10 @@ def test_the_backward_is_checked_and_runs_compiled(mesh, tp):
     backend, backward_runs = _aot_counting_backward()
     compiled = torch.compile(_norm, backend=backend)
     with spmd.checker.typecheck():
-        x, w, h, y, g = _tp_block(compiled, _CopyToTP, tp)
+        x, w, h, y, g = _tp_block(compiled, CopyToTP, tp)
         assert ltype(h) == {"mesh_dp": "V", "mesh_tp": "I"}
         y.backward(g)
-        x2, w2, _, y2, g2 = _tp_block(_norm, _CopyToTP, tp)  # the same, uncompiled
+        x2, w2, _, y2, g2 = _tp_block(_norm, CopyToTP, tp)  # the same, uncompiled
         y2.backward(g2)
     assert backward_runs == [1]
     assert ltype(w.grad) == ltype(w2.grad) == {"mesh_dp": "P", "mesh_tp": "I"}
@@ -299,7 +280,7 @@ def test_a_backward_bug_names_the_forward_line(mesh, tp):
     backend, backward_runs = _aot_counting_backward()
     compiled = torch.compile(_norm, backend=backend)
     with spmd.checker.typecheck():
-        *_, y, g = _tp_block(compiled, _CopyToTPNoReduce, tp)
+        *_, y, g = _tp_block(compiled, CopyToTPNoReduce, tp)
         with pytest.raises(spmd.SpmdTypeError) as e:
             y.backward(g)
     msg = str(e.value)

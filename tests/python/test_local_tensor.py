@@ -22,6 +22,7 @@ from cspmd import I, P, R, S, V
 from torch.distributed._local_tensor import LocalTensor, LocalTensorMode
 
 import test_coll_numerics as num
+from conftest import CopyToTP, CopyToTPNoReduce
 
 # Cases whose split sizes differ per rank: a program passes one Python list
 # to every simulated rank, so they cannot be written for LocalTensorMode
@@ -165,25 +166,6 @@ def test_ops_on_local_tensors_are_typed_once(mode, mesh, caplog):
     ops = [r.getMessage() for r in caplog.records if "aten::" in r.getMessage()]
     assert len([ln for ln in ops if "aten::mul" in ln]) == 1, ops
     assert len([ln for ln in ops if "aten::sum" in ln]) == 1, ops
-
-
-class CopyToTP(torch.autograd.Function):
-    """Megatron's "f": identity forward (I -> R), all-reduce in backward."""
-
-    @staticmethod
-    def forward(ctx, x, tp):
-        ctx.tp = tp
-        return spmd.convert(x, tp, src=I, dst=R)
-
-    @staticmethod
-    def backward(ctx, g):
-        return spmd.all_reduce(g, ctx.tp, src=P, dst=I), None
-
-
-class CopyToTPNoReduce(CopyToTP):
-    @staticmethod
-    def backward(ctx, g):
-        return g, None  # the bug: the all-reduce is missing
 
 
 def test_backward_types_are_checked(mode, mesh):

@@ -174,3 +174,14 @@ def test_local_axes_errors(mesh, dp_axis, tp_axis):
         with spmd.set_current_mesh(None):
             pass
     assert spmd.current_mesh() is None
+
+
+def test_a_group_resolved_after_a_reset_is_named_again(mesh, names):
+    """Resolving a group inside a test whose fixture resets the registry
+    must not leave the group's axis unnamed for the tests after it
+    (test_messages_031 after test_reinterpret_mesh)."""
+    tp = MeshAxis.of(mesh.get_group("tp"))
+    assert repr(tp) == "mesh_tp"
+    meshmod._reset_names()
+    assert repr(tp) == "MeshAxis(4:1)"
+    assert MeshAxis.of(mesh.get_group("tp")) is tp and repr(tp) == "mesh_tp"

@@ -11,7 +11,7 @@ import torch.utils.checkpoint as cp
 
 import cspmd as spmd
 from cspmd import I, P, R, V, SpmdTypeError
-from conftest import ltype
+from conftest import CopyToTP, CopyToTPNoReduce, ltype
 
 PV = {"mesh_dp": "P", "mesh_tp": "V"}
 
@@ -22,25 +22,6 @@ def params(dp, tp):
     w2 = spmd.assert_type(torch.randn(16, 8, requires_grad=True), {dp: R, tp: V})
     x = spmd.assert_type(torch.randn(4, 16), {dp: V, tp: I})
     return w1, w2, x
-
-
-class CopyToTP(torch.autograd.Function):
-    """Megatron's "f": identity forward (I -> R), all-reduce in backward."""
-
-    @staticmethod
-    def forward(ctx, x, tp):
-        ctx.tp = tp
-        return spmd.convert(x, tp, src=I, dst=R)
-
-    @staticmethod
-    def backward(ctx, g):
-        return spmd.all_reduce(g, ctx.tp, src=P, dst=I), None
-
-
-class CopyToTPNoReduce(CopyToTP):
-    @staticmethod
-    def backward(ctx, g):
-        return g, None                                    # BUG: the all-reduce is missing
 
 
 def mlp(x, w1, w2, tp, enter=CopyToTP):

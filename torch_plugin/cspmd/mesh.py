@@ -239,9 +239,12 @@ def _set_debug(debug):
 
 
 def _reset_names():
-    """Forget every registered axis name (between tests)."""
+    """Forget every registered axis name (between tests).  The process
+    groups' axes are forgotten too, so that a group resolved again registers
+    its name again: a reset never leaves a group's axis unnamed for good."""
     ops.axis_names_reset()
     _names.clear()
+    _group_axes.clear()
 
 
 # ---- the current mesh ------------------------------------------------------
