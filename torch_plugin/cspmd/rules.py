@@ -23,6 +23,7 @@ typed.  Guide: docs/custom-functions.md.
 ...         return all_reduce(y, group, src=P, dst=I)
 """
 
+import functools
 import inspect
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -36,7 +37,8 @@ from ._errors import SpmdTypeError
 from ._lib import ops
 from ._ndim_type import NdimWithSpmdType
 from .mesh import current_mesh, normalize_axis
-from .runtime import _get_type, _set_type, assert_type, get_local_type, get_partition_spec
+from .runtime import (_get_type, _set_type, _watch_gradient, assert_type, get_local_type,
+                      get_partition_spec)
 from .types import P, PerMeshAxisLocalSpmdType, Shard, V, ltype_code
 
 __all__ = ["NdimWithSpmdType", "all_gather", "all_reduce", "all_to_all", "bind_forward_args",
@@ -115,8 +117,17 @@ def _term(text: str, equation: str) -> List[int]:
     return codes
 
 
-def _parse(equation: str) -> Tuple[List[List[int]], List[int]]:
-    if not isinstance(equation, str) or equation.count("->") != 1:
+def _parse(equation: str) -> Tuple[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...]]:
+    """(every input term's label codes, flattened; each term's length; the
+    output's codes).  Memoised: a hook runs on every apply."""
+    if not isinstance(equation, str):
+        raise TypeError(f"rules.einsum: equation {equation!r} must contain exactly one '->'")
+    return _parse_text(equation)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_text(equation: str) -> Tuple[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...]]:
+    if equation.count("->") != 1:
         raise TypeError(f"rules.einsum: equation {equation!r} must contain exactly one '->'")
     lhs, rhs = equation.split("->")
     if "," in rhs:
@@ -131,7 +142,8 @@ def _parse(equation: str) -> Tuple[List[List[int]], List[int]]:
                             f"input in {equation!r}")
     if _ELLIPSIS in out and _ELLIPSIS not in seen:
         raise TypeError(f"rules.einsum: output uses '...' but no input does in {equation!r}")
-    return inputs, out
+    return (tuple(c for term in inputs for c in term), tuple(len(t) for t in inputs),
+            tuple(out))
 
 
 def _linear_groups(linear_in: Sequence[Any], n: int) -> List[int]:
@@ -176,9 +188,9 @@ def einsum(equation: str, *operands: _Value, linear_in: Sequence[Union[int, Sequ
     >>> einsum("mk,nk->mn", x, w)
     NdimWithSpmdType(ndim=2, {MeshAxis(4:1): P})
     """
-    inputs, out_labels = _parse(equation)
-    if len(operands) != len(inputs):
-        raise TypeError(f"rules.einsum: {equation!r} has {len(inputs)} operand(s) but "
+    labels, counts, out_labels = _parse(equation)
+    if len(operands) != len(counts):
+        raise TypeError(f"rules.einsum: {equation!r} has {len(counts)} operand(s) but "
                         f"{len(operands)} value(s) were passed")
     groups = _linear_groups(linear_in, len(operands))
     for v in operands:
@@ -188,9 +200,8 @@ def einsum(equation: str, *operands: _Value, linear_in: Sequence[Union[int, Sequ
     _touch(*operands)
     operands = tuple(_on_current_mesh(v, f"rules.einsum: {equation!r}: operand {i}")
                      for i, v in enumerate(operands))
-    type_id, ndim = ops.rules_einsum(
-        equation, [c for term in inputs for c in term], [len(t) for t in inputs],
-        [v.ndim for v in operands], [_get_type(v) for v in operands], groups, out_labels)
+    type_id, ndim = ops.rules_einsum(equation, labels, counts, [v.ndim for v in operands],
+                                     [_get_type(v) for v in operands], groups, out_labels)
     return _finish(_make(ndim, type_id), out)
 
 
@@ -369,11 +380,13 @@ def output(out: Any, typed: Any) -> None:
         raise SpmdTypeError(f"rules.output: output already has type {ops.type_format(have)}, "
                             f"but the rule derives {ops.type_format(ops.type_local(want))}")
     try:
-        # assert_type also watches a non-leaf output's gradient in backward.
-        assert_type(out, get_local_type(typed), partition_spec=get_partition_spec(typed))
+        _set_type(out, ops.type_refine(have, want))  # assert_type's refinement
     except SpmdTypeError as e:
         raise SpmdTypeError(f"rules.output: output annotations conflict with the derived type: "
                             f"{e.args[0] if e.args else e}") from None
+    _touch(out)
+    if out.requires_grad:
+        _watch_gradient(out)  # the gradient arriving in backward must be the dual
 
 
 # ---- running a hook ------------------------------------------------------------
