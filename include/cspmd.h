@@ -731,6 +731,16 @@ CSPMD_API cspmd_status_t cspmd_grad_check(cspmd_type_t fwd, cspmd_type_t grad, c
 CSPMD_API cspmd_status_t cspmd_grad_spec(cspmd_type_t fwd, cspmd_type_t grad, const char *what,
                                          cspmd_type_t *out);
 
+/* Global mode: the gradient reaching a sharded leaf.  A gradient with no
+ * spec that is R on a global axis where fwd is sharded (V with a spec
+ * entry) holds the same values on every rank: a replicated gradient
+ * broadcast back to the leaf's local sizes (sum's backward), which is the
+ * leaf's shard of the global gradient.  *out is grad with V on those axes
+ * (cspmd_grad_spec then gives it the leaf's spec); otherwise grad.
+ * Errors: MISUSE (unknown ids, NULL out). */
+CSPMD_API cspmd_status_t cspmd_grad_global_shard(cspmd_type_t fwd, cspmd_type_t grad,
+                                                 cspmd_type_t *out);
+
 /* Gradient accumulation into a leaf's .grad: the gradient .grad already
  * holds (held, from earlier backward passes) must itself be a gradient of
  * the leaf's forward type fwd -- the dual per axis, V accepted where P is
@@ -868,6 +878,15 @@ CSPMD_API cspmd_status_t cspmd_partial_decl_push(const cspmd_axis_t *axes, int n
 CSPMD_API cspmd_status_t cspmd_partial_decl_pop(void);
 /* How many regions are open on this thread. */
 CSPMD_API int cspmd_partial_decl_depth(void);
+
+/* Global mode, this thread: while on, an operand that is R with no spec
+ * on a shard axis whose rule finds no strategy is tried as sharded on
+ * each of its dims (the first placement the rule accepts is taken): in
+ * backward a replicated gradient broadcast back to a sharded input's
+ * local sizes (sum's backward) holds that input's shard of the global
+ * gradient.  The kernel sets it only to retry an op the autograd engine
+ * runs.  Returns the previous setting. */
+CSPMD_API int cspmd_global_backward_relax(int on);
 
 #define CSPMD_GLOBAL_MAX_TENSORS 64
 #define CSPMD_MAX_RESULTS 4

@@ -306,6 +306,52 @@ static cspmd_status_t make_result(cspmd_type_t local, uint32_t promo, const cspm
     return st;
 }
 
+/* ---- backward: replicated gradients that lost their shard --------------- */
+
+static _Thread_local int tl_backward_relax;
+
+int cspmd_global_backward_relax(int on)
+{
+    int was = tl_backward_relax;
+    tl_backward_relax = on != 0;
+    return was;
+}
+
+/* A gradient that is R on an axis with no spec there holds the same values
+ * on every rank.  Backward formulas broadcast such a gradient back to an
+ * input's local sizes (sum's backward expands the reduced gradient to the
+ * summed tensor's local shape), and when that input was sharded the result
+ * is the shard of the same broadcast of the global gradient: equally read
+ * as sharded on the lost dim.  So, in backward, when the rule finds no
+ * strategy, each such operand is tried as sharded on each of its dims and
+ * the first placement the rule accepts is taken.  Returns CSPMD_OK with io
+ * filled, or SHARD_NO_STRATEGY with io untouched. */
+static int retry_replicated_as_shard(cspmd_shard_rule_t rule, shard_io_t *io, int8_t *in,
+                                     cspmd_axis_t a)
+{
+    const cspmd_gcall_t *call = io->call;
+    for (int t = 0; t < call->ntensors; t++) {
+        const cspmd_gtensor_t *g = &call->tensors[t];
+        if (in[t] != CSPMD_PLACE_REPLICATE || g->scalar || g->ndim <= 0 ||
+            g->type <= CSPMD_TYPE_EMPTY || cspmd_type_get(g->type, a) != CSPMD_LT_R)
+            continue;
+        for (int d = 0; d < g->ndim; d++) {
+            shard_io_t again;
+            memset(&again, 0, sizeof again);
+            again.call = call;
+            again.in = in;
+            again.k = io->k;
+            in[t] = (int8_t)d;
+            if (cspmdi_shard_apply(rule, &again) == CSPMD_OK) {
+                *io = again;
+                return CSPMD_OK;
+            }
+        }
+        in[t] = CSPMD_PLACE_REPLICATE;
+    }
+    return SHARD_NO_STRATEGY;
+}
+
 static cspmd_status_t infer(cspmd_shard_rule_t rule, cspmd_shard_oracle_t oracle, void *ctx,
                             const cspmd_gcall_t *call, cspmd_type_t local_out,
                             cspmd_type_t *outs)
@@ -383,6 +429,9 @@ static cspmd_status_t infer(cspmd_shard_rule_t rule, cspmd_shard_oracle_t oracle
                 return (cspmd_status_t)rc;
         } else {
             rc = cspmdi_shard_apply(rule, &io);
+            if (rc == SHARD_NO_STRATEGY && tl_backward_relax &&
+                retry_replicated_as_shard(rule, &io, in, a) == CSPMD_OK)
+                rc = CSPMD_OK;
         }
         if (rc == SHARD_NO_STRATEGY)
             return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,

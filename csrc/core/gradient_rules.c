@@ -313,3 +313,28 @@ cspmd_status_t cspmd_grad_spec(cspmd_type_t fwd, cspmd_type_t grad, const char *
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_grad_spec: unknown type id");
     return cspmd_type_make(axes, lts, n, &due, out);
 }
+
+cspmd_status_t cspmd_grad_global_shard(cspmd_type_t fwd, cspmd_type_t grad, cspmd_type_t *out)
+{
+    if (cspmd_type_naxes(fwd) < 0 || cspmd_type_naxes(grad) < 0 || out == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_grad_global_shard: bad arguments");
+    *out = grad;
+    const cspmd_spec_t *fs = cspmdi_type_spec_ref(fwd);
+    if (fs == NULL || grad == CSPMD_TYPE_UNTYPED || cspmdi_type_has_spec(grad))
+        return CSPMD_OK;
+    cspmd_type_t result = grad;
+    for (int d = 0; d < fs->ndim; d++)
+        for (int e = 0; e < fs->nentry[d]; e++) {
+            cspmd_axis_t a = fs->entry[d][e];
+            int global;
+            cspmd_status_t st = cspmd_axis_is_global(a, &global);
+            if (st != CSPMD_OK)
+                return st;
+            if (global && cspmd_type_get(fwd, a) == CSPMD_LT_V &&
+                cspmd_type_get(result, a) == CSPMD_LT_R &&
+                (st = cspmd_type_with(result, a, CSPMD_LT_V, &result)) != CSPMD_OK)
+                return st;
+        }
+    *out = result;
+    return CSPMD_OK;
+}

@@ -82,6 +82,10 @@ enum { NL = CSPMDI_LIN_NONLINEAR, LI = CSPMDI_LIN_LINEAR, ML = CSPMDI_LIN_MULTIL
 /* Backward op: linear in the gradient (arg 0), other args coefficients. */
 #define BWD(n) {n, "*", ML, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, ALL_BUT_0, 0, 0, 0}
 /* Structural backward op with one tensor (the gradient): LINEAR. */
+/* BWD whose operands are the args at op only: nll_loss_backward's
+ * total_weight (arg 6) is read by reduction='mean' alone, and global mode
+ * makes it P where a batch-sharded reduction='sum' loss is P. */
+#define BWDO(n, op) {n, "*", ML, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, ALL_BUT_0 & (op), op, 0, 0}
 #define BWDL(n) {n, "*", LI, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, 0, 0, 0, 0}
 /* LINEAR(MULTILINEAR(arg a, arg b), arg s), nonlinear positions nl. */
 #define DEC(n, a, b, s, nl) {n, "*", LI, INFER, CSPMDI_RF_DECOMP, a, b, s, 0, nl, 0, 0, 0}
@@ -412,8 +416,8 @@ static const cspmdi_rule_t rules[] = {
     BWD("aten::embedding_dense_backward"),
     BWD("aten::embedding_backward"),
     BWD("aten::embedding_sparse_backward"),
-    BWD("aten::nll_loss_backward"),
-    BWD("aten::nll_loss2d_backward"),
+    BWDO("aten::nll_loss_backward", B(0) | B(1) | B(2) | B(3)),
+    BWDO("aten::nll_loss2d_backward", B(0) | B(1) | B(2) | B(3)),
     BWD("aten::_softmax_backward_data"),
     BWD("aten::_log_softmax_backward_data"),
     BWD("aten::native_layer_norm_backward"),

@@ -122,6 +122,32 @@ static int pointwise(shard_io_t *io)
     return CSPMD_OK;
 }
 
+/* new_empty / new_empty_strided(self, size, ...): an uninitialized tensor
+ * that takes self's type.  Of self's own local
+ * sizes (autograd's gradient buffers) it is placed as self; of other sizes
+ * it is replicated, which a sharded or Partial self cannot give. */
+static int new_sized(shard_io_t *io)
+{
+    const cspmd_gtensor_t *self = tensor(io, 0);
+    const cspmd_garg_t *size = io->call->nargs > 1 ? &io->call->args[1] : NULL;
+    if (size == NULL || size->n < 0)
+        return fail(io, "no size list");
+    int same = size->n == self->ndim;
+    for (int d = 0; same && d < self->ndim; d++)
+        same = size->v[d] == self->sizes[d];
+    if (same) {
+        all_results(io, io->in[0], self->ndim);
+        return CSPMD_OK;
+    }
+    if (io->in[0] != R_) {
+        char a[16];
+        return fail(io, "a new tensor of other sizes than its %s self",
+                    place_text(io->in[0], a, sizeof a));
+    }
+    all_results(io, R_, size->n);
+    return CSPMD_OK;
+}
+
 /* ---- matmul family ------------------------------------------------------ */
 
 /* a @ b on one axis: a's dims (.., m, k), b's (.., k, n), batch dims 0..nb.
@@ -613,6 +639,22 @@ typedef struct shard_entry {
 } shard_entry_t;
 
 /* Pointwise ops; their in-place forms (trailing '_') share the rule. */
+/* _foreach_norm, per element: the norm of a sharded tensor is no sum of
+ * the shards' norms (their squares' sum is), so it has no placement. */
+static int foreach_norm(shard_io_t *io)
+{
+    if (io->in[0] >= 0)
+        return cspmd_error_set(CSPMD_ERR_PROPAGATION,
+                               "%s: the norm of a tensor sharded on dim %d is not a sum of the "
+                               "shards' norms; sum each shard's |x|**p in spmd.local(), "
+                               "all_reduce the sums and take the p-th root",
+                               io->call->name, io->in[0]);
+    if (io->in[0] == P_)
+        return fail(io, "the norm of a Partial tensor");
+    all_results(io, R_, 0);
+    return CSPMD_OK;
+}
+
 static const char *const pointwise_ops[] = {
     "add", "sub", "rsub", "mul", "div", "neg", "abs", "exp", "log", "log1p", "expm1", "sqrt",
     "rsqrt", "reciprocal", "pow", "relu", "gelu", "silu", "sigmoid", "tanh", "sin", "cos",
@@ -651,7 +693,21 @@ static const shard_entry_t table[] = {
     {"view", "", "view", view},
     {"_unsafe_view", NULL, "view", view},
     {"reshape", NULL, "view", view},
+    {"_reshape_alias", NULL, "view", view},
     {"expand", NULL, "expand", expand},
+    /* list ops: element i of each list as one pointwise op (the fused
+     * optimizers' param, grad and state; _foreach_<op> maps to <op>) */
+    {"_fused_adam_", NULL, "pointwise", pointwise},
+    {"_fused_adam", NULL, "pointwise", pointwise},
+    {"_fused_adamw_", NULL, "pointwise", pointwise},
+    {"_fused_adamw", NULL, "pointwise", pointwise},
+    {"_fused_sgd_", NULL, "pointwise", pointwise},
+    {"_fused_sgd", NULL, "pointwise", pointwise},
+    {"_fused_adagrad_", NULL, "pointwise", pointwise},
+    {"_fused_adagrad", NULL, "pointwise", pointwise},
+    {"_foreach_norm", NULL, "norm", foreach_norm},
+    {"new_empty", NULL, "new_sized", new_sized},
+    {"new_empty_strided", NULL, "new_sized", new_sized},
     {"native_layer_norm", NULL, "layer_norm", layer_norm_fwd},
     {"native_layer_norm_backward", NULL, "layer_norm", layer_norm_bwd},
     {"embedding", NULL, "embedding", embedding},
@@ -703,6 +759,14 @@ cspmd_shard_rule_t cspmd_shard_rule_find(const char *name, const char *overload)
         if (strcmp(table[i].name, name) == 0 &&
             (table[i].overload == NULL || strcmp(table[i].overload, overload) == 0))
             return i;
+    /* _foreach_<op>: element i follows <op>'s rule where that is pointwise
+     * (the list's overloads -- List, Scalar, ScalarList -- are all one) */
+    if (strncmp(name, "_foreach_", 9) == 0) {
+        char single[64];
+        if (snprintf(single, sizeof single, "aten::%s", name + 9) >= (int)sizeof single)
+            return -1;
+        return cspmd_shard_rule_find(single, "") == RULE_POINTWISE ? RULE_POINTWISE : -1;
+    }
     size_t n = strlen(name);
     for (int i = 0; i < NPOINTWISE; i++) {
         size_t m = strlen(pointwise_ops[i]);

@@ -62,12 +62,60 @@ static const cspmd_tensor_ref_t *element_ref(const cspmd_args_t *a, list_state_t
     return c < ls->end[arg] && a->tensors[c].elem == i ? &a->tensors[c] : NULL;
 }
 
+/* Element i's tensors, for global mode's shard rule (more than the core
+ * takes are counted, and refused there). */
+typedef struct element_refs {
+    int n;
+    const cspmd_tensor_ref_t *v[CSPMD_GLOBAL_MAX_TENSORS];
+} element_refs_t;
+
+static void element_ref_add(element_refs_t *er, const cspmd_tensor_ref_t *r)
+{
+    if (er->n < CSPMD_GLOBAL_MAX_TENSORS)
+        er->v[er->n] = r;
+    er->n++;
+}
+
+/* Global mode: element i as one op of the element's shard rule; *out, its
+ * local type, becomes its global type (with the spec). */
+static cspmd_status_t element_global(cspmd_shard_rule_t shard,
+                                     const char *name, const element_refs_t *er,
+                                     cspmd_type_t *out)
+{
+    cspmd_gtensor_t g[CSPMD_GLOBAL_MAX_TENSORS];
+    if (er->n > CSPMD_GLOBAL_MAX_TENSORS)
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "global mode: %s has more than %d tensor operands per element",
+                               name, CSPMD_GLOBAL_MAX_TENSORS);
+    for (int k = 0; k < er->n; k++) {
+        const cspmd_tensor_ref_t *r = er->v[k];
+        int64_t nd = cspmd_tensor_dim(r->tensor);
+        if (nd > CSPMD_MAX_DIMS)
+            return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                                   "global mode: %s has an operand of %lld dims (at most %d)",
+                                   name, (long long)nd, CSPMD_MAX_DIMS);
+        g[k].type = r->type;
+        g[k].arg = r->arg;
+        g[k].ndim = (int8_t)nd;
+        g[k].scalar = r->wrapped_number;
+        for (int d = 0; d < nd; d++)
+            g[k].sizes[d] = cspmd_tensor_size(r->tensor, d);
+    }
+    cspmd_gcall_t gc = {name, er->n, g, 0, NULL, 1};
+    cspmd_type_t outs[CSPMD_MAX_RESULTS];
+    cspmd_status_t st = cspmd_global_infer(shard, &gc, *out, outs);
+    if (st == CSPMD_OK)
+        *out = outs[0];
+    return st;
+}
+
 /* Element i's operands: scalars, plain tensors, element i of each list,
  * then the parked typed Scalars (shared by every element). */
 static void element_operands(const cspmd_args_t *a, list_state_t *ls, int64_t i,
-                             const operands_t *typed, operands_t *o)
+                             const operands_t *typed, operands_t *o, element_refs_t *er)
 {
     o->n = 0;
+    er->n = 0;
     for (int arg = 0; arg < a->nargs; arg++) {
         if ((a->scalar_args >> arg) & 1u) {
             cspmdk_operand_push(o, CSPMD_TYPE_UNTYPED, arg, CSPMD_OPERAND_SCALAR);
@@ -75,12 +123,16 @@ static void element_operands(const cspmd_args_t *a, list_state_t *ls, int64_t i,
                 o->v[o->n - 1].flags = CSPMD_OPERAND_ZERO;
         } else if (ls->is_list[arg]) {
             const cspmd_tensor_ref_t *r = element_ref(a, ls, arg, i);
-            if (r != NULL && !r->out)
+            if (r != NULL && !r->out) {
                 cspmdk_operand_push_ref(o, a, r, arg);
+                element_ref_add(er, r);
+            }
         } else {
             for (int t = ls->begin[arg]; t < ls->end[arg]; t++)
-                if (!a->tensors[t].out)
+                if (!a->tensors[t].out) {
                     cspmdk_operand_push_ref(o, a, &a->tensors[t], arg);
+                    element_ref_add(er, &a->tensors[t]);
+                }
         }
     }
     if (typed->n > 0) { /* typed Scalars replace the weak ones */
@@ -97,6 +149,7 @@ static void element_operands(const cspmd_args_t *a, list_state_t *ls, int64_t i,
 typedef struct foreach_work {
     cspmd_args_t args, results;
     operands_t ops, typed;
+    element_refs_t refs;
     cspmd_type_t outs_inline[OUTS_INLINE], *outs;
     list_state_t ls;
 } foreach_work_t;
@@ -110,12 +163,16 @@ static cspmd_status_t infer_elements(cspmd_call_t *call, cspmd_rule_t rule, fore
     cspmd_status_t st = cspmdk_operands_reserve(&w->ops, a->nargs + nplain + w->typed.n);
     if (st != CSPMD_OK)
         return st;
+    int global = cspmdk_global_active();
+    cspmdk_op_rules_t rules = cspmdk_op_rules(call);
     for (int64_t i = 0; i < w->ls.nelem; i++) {
-        element_operands(a, &w->ls, i, &w->typed, &w->ops);
+        element_operands(a, &w->ls, i, &w->typed, &w->ops, &w->refs);
         w->outs[i] = CSPMD_TYPE_UNTYPED;
         if (!cspmdk_any_typed(w->ops.v, w->ops.n))
             continue;
         st = cspmd_infer_element(rule, i, w->ops.v, w->ops.n, &w->outs[i]);
+        if (st == CSPMD_OK && global)
+            st = element_global(rules.shard, rules.display, &w->refs, &w->outs[i]);
         if (st != CSPMD_OK)
             return cspmdk_with_context(st, call, a);
     }
@@ -182,8 +239,6 @@ static cspmd_status_t run(cspmd_call_t *call, cspmd_rule_t rule, foreach_work_t 
     }
     st = infer_elements(call, rule, w);
     if (st != CSPMD_OK)
-        return st;
-    if (cspmdk_global_active() && (st = cspmdk_global_no_rule(call, a)) != CSPMD_OK)
         return st;
 
     st = cspmd_call_redispatch(call);

@@ -74,22 +74,16 @@ cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t 
         fallback_ctx_t f = {call, nt, nresults};
         return cspmd_global_infer_oracle(&g, dtensor_oracle, &f, local_out, outs);
     }
-    return cspmd_global_infer(rule, &g, local_out, outs);
-}
-
-cspmd_status_t cspmdk_global_no_rule(const cspmd_call_t *call, const cspmd_args_t *args)
-{
-    char name[160];
-    const char *ov = cspmd_call_op_overload(call);
-    snprintf(name, sizeof name, "%s%s%s", cspmd_call_op_name(call), ov[0] ? "." : "", ov);
-    for (int i = 0; i < args->ntensors; i++) {
-        const cspmd_tensor_ref_t *r = &args->tensors[i];
-        cspmd_gtensor_t g = {r->type, r->arg, 0, r->wrapped_number, {0}};
-        cspmd_gcall_t one = {name, 1, &g, 0, NULL, 1};
-        cspmd_type_t outs[CSPMD_MAX_RESULTS];
-        cspmd_status_t st = cspmd_global_infer(-1, &one, cspmd_type_local(r->type), outs);
-        if (st != CSPMD_OK)
-            return cspmdk_with_context(st, call, args);
+    cspmd_status_t st = cspmd_global_infer(rule, &g, local_out, outs);
+    /* Backward, on the error path: a replicated gradient may stand for the
+     * shard of a broadcast one (cspmd_global_backward_relax). */
+    if (st == CSPMD_ERR_SPMD_TYPE && cspmdk_in_backward()) {
+        int was = cspmd_global_backward_relax(1);
+        cspmd_status_t again = cspmd_global_infer(rule, &g, local_out, outs);
+        (void)cspmd_global_backward_relax(was);
+        if (again == CSPMD_OK)
+            return CSPMD_OK;
+        (void)cspmd_global_infer(rule, &g, local_out, outs); /* the first message */
     }
-    return CSPMD_OK;
+    return st;
 }

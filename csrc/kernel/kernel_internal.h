@@ -71,9 +71,11 @@ CSPMDK_HIDDEN void cspmdk_view_write_apply(const cspmd_call_t *call, const cspmd
                                            const cspmd_tensor_ref_t *r, cspmd_type_t out);
 
 /* A FOREACH op (foreach_kernel.c): every list element checked alone. */
-/* Whether global inference runs for the current op: global mode, and not
- * an op that backward() runs (checked locally: gradients carry no spec). */
+/* Whether global inference runs for the current op: global mode (forward
+ * and backward ops alike). */
 CSPMDK_HIDDEN int cspmdk_global_active(void);
+/* Whether the autograd engine runs the current op (a backward node). */
+CSPMDK_HIDDEN int cspmdk_in_backward(void);
 
 /* Global mode: each result's type (outs, CSPMD_MAX_RESULTS long) from the
  * op's local type, by the core's global inference (global_kernel.c). */
@@ -89,12 +91,6 @@ CSPMDK_HIDDEN cspmdk_op_rules_t cspmdk_op_rules(const cspmd_call_t *call);
 CSPMDK_HIDDEN cspmd_status_t cspmdk_global_types(const cspmd_call_t *call,
                                                  const cspmd_args_t *args,
                                                  cspmd_type_t local_out, cspmd_type_t *outs);
-
-/* Global mode for an op without shard rules over any number of tensors
- * (list ops): each operand is checked, and one sharded on a global axis
- * is an error naming the op. */
-CSPMDK_HIDDEN cspmd_status_t cspmdk_global_no_rule(const cspmd_call_t *call,
-                                                   const cspmd_args_t *args);
 
 CSPMDK_HIDDEN cspmd_status_t cspmdk_foreach_run(cspmd_call_t *call, cspmd_rule_t rule);
 

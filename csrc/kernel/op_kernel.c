@@ -348,7 +348,7 @@ static void trace(const cspmd_call_t *call, const cspmd_operand_t *ops, int n, c
     cspmd_trace_emit(line);
 }
 
-static int in_backward(void)
+int cspmdk_in_backward(void)
 {
     char name[8], where[8];
     return cspmd_autograd_node(name, sizeof name, where, sizeof where);
@@ -356,7 +356,7 @@ static int in_backward(void)
 
 int cspmdk_global_active(void)
 {
-    return !cspmd_checker_local() && !in_backward();
+    return !cspmd_checker_local();
 }
 
 /* Two things autograd's own backward formulas do that are sound but that the
@@ -425,7 +425,7 @@ static cspmd_status_t retry_in_backward(cspmd_rule_t rule, const cspmd_args_t *a
  * takes the written type.  On the error path only. */
 static int writes_into_zeros(const cspmd_tensor_ref_t *r)
 {
-    if (!r->written || !in_backward())
+    if (!r->written || !cspmdk_in_backward())
         return 0;
     return cspmd_tensor_is_zero(r->base != NULL ? r->base : r->tensor);
 }
@@ -453,7 +453,7 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
     cspmd_type_t out = CSPMD_TYPE_UNTYPED;
     st = cspmd_infer(rule, ops, n, &out);
     int zero_self = 0;
-    if (st != CSPMD_OK && in_backward())
+    if (st != CSPMD_OK && cspmdk_in_backward())
         st = retry_in_backward(rule, args, ops, n, &out, &zero_self);
     if (st != CSPMD_OK)
         return cspmdk_with_context(st, call, args);

@@ -143,13 +143,9 @@ void trace_collective(const char *fn, const at::Tensor &x, cspmd_axis_t axis, cs
 } // namespace
 
 namespace {
-// Global mode's spec handling runs outside backward (whose gradients carry
-// no spec yet, as in the op kernel).
-bool global_active() {
-    char name[8], where[8];
-    return !cspmd_checker_local() &&
-           !cspmd_autograd_node(name, sizeof name, where, sizeof where);
-}
+// Global mode's spec handling, forward and backward (gradients carry
+// specs too, as in the op kernel).
+bool global_active() { return !cspmd_checker_local(); }
 } // namespace
 
 namespace {

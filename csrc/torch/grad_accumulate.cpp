@@ -61,14 +61,19 @@ struct AccumulateCheck final : torch::autograd::FunctionPreHook {
         const at::Tensor &g = grads[0];
         if (g.defined()) {
             cspmd_type_t have = impl_get_type(g.unsafeGetTensorImpl()), out;
+            cspmd_type_t arrived = have;
+            // Global mode: a replicated gradient of a sharded leaf is its shard.
+            if (!cspmd_checker_local())
+                check(cspmd_grad_global_shard(fwd, arrived, &have));
             if (cspmd_grad_check(fwd, have, "", &out) != CSPMD_OK)
                 check(cspmd_grad_check(fwd, have, describe(leaf).c_str(), &out));
-            // Global mode: a gradient that carries a spec carries the leaf's.
+            // Global mode: a gradient that carries a spec carries the leaf's;
+            // one that carries none takes it (the ops accumulation runs are
+            // checked in global mode too).
             cspmd_type_t dual = out;
             if (!cspmd_checker_local() && cspmd_grad_spec(fwd, dual, "", &out) != CSPMD_OK)
                 check(cspmd_grad_spec(fwd, dual, describe(leaf).c_str(), &out));
-            out = dual;  // the spec is stamped on .grad after accumulation
-            if (out != have) {
+            if (out != arrived) {
                 // The engine may hand the same gradient tensor to several
                 // leaves (add's backward returns it for both operands):
                 // relabel a copy, so the others still see its own type.

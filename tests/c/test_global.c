@@ -253,6 +253,79 @@ START_TEST(test_gradient_takes_the_leaf_spec)
 }
 END_TEST
 
+/* Backward: a replicated gradient broadcast to a sharded input's local
+ * sizes (sum's backward) is read as that input's shard, only while the
+ * kernel's retry turns the relaxation on. */
+START_TEST(test_backward_reads_replicated_gradient_as_shard)
+{
+    cspmd_type_t out = 0;
+    /* x.t() {tp: S(1)} [8, 4] @ grad {tp: R} [4, 6]: the contraction is
+     * sharded on one side only */
+    cspmd_gtensor_t xt = gt(gty(LR, LV, 2, 1, -1), 8, 4), g = gt(ty(LR, LR), 4, 6);
+    ck_assert_int_eq(infer2("aten::mm", "", xt, g, ty(LR, LV), &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_global_backward_relax(1), 0);
+    /* the gradient read as sharded on its rows: a sharded contraction, P */
+    ck_assert_int_eq(infer2("aten::mm", "", xt, g, ty(LR, LV), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LR, LP));
+    /* mul of grad {tp: R} [4, 8] and x {tp: S(0)} [4, 8]: the grad takes S(0) */
+    ck_assert_int_eq(infer2("aten::mul", "Tensor", gt(ty(LR, LR), 4, 8),
+                            gt(gty(LR, LV, 2, 0, -1), 4, 8), ty(LR, LV), &out),
+                     CSPMD_OK);
+    ck_assert_int_eq(tp_dim_of(out), 0);
+    /* a V operand sharded on another dim is not relaxed */
+    ck_assert_int_eq(infer2("aten::mul", "Tensor", gt(gty(LR, LV, 2, 1, -1), 4, 4),
+                            gt(gty(LR, LV, 2, 0, -1), 4, 4), ty(LR, LV), &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_global_backward_relax(0), 1);
+}
+END_TEST
+
+/* The gradient reaching a sharded leaf: R on the leaf's shard axis is its
+ * shard (V, then the leaf's spec); other axes and spec'd gradients kept. */
+START_TEST(test_replicated_gradient_of_sharded_leaf)
+{
+    cspmd_type_t out = 0, w = gty(LR, LV, 2, 1, -1);
+    ck_assert_int_eq(cspmd_grad_global_shard(w, ty(LP, LR), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LP, LV));
+    ck_assert_int_eq(cspmd_grad_global_shard(w, ty(LP, LV), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LP, LV));
+    ck_assert_int_eq(cspmd_grad_global_shard(w, gty(LP, LV, 2, 0, -1), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, gty(LP, LV, 2, 0, -1)); /* cspmd_grad_spec rejects it */
+    ck_assert_int_eq(cspmd_grad_global_shard(ty(LR, LR), ty(LP, LR), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LP, LR));
+    /* tp local: not read as a shard */
+    ck_assert_int_eq(cspmd_mesh_set_local_axes(&TP, 1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_grad_global_shard(w, ty(LP, LR), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LP, LR));
+    ck_assert_int_eq(cspmd_mesh_set_local_axes(NULL, 0), CSPMD_OK);
+    ck_assert_int_eq(cspmd_grad_global_shard(w, ty(LP, LR), NULL), CSPMD_ERR_MISUSE);
+}
+END_TEST
+
+/* new_empty_strided(self, size, ...) (autograd's gradient buffers): of
+ * self's own sizes it is placed as self; other sizes need a replicated self. */
+START_TEST(test_new_sized_follows_self)
+{
+    cspmd_type_t out = 0;
+    cspmd_gtensor_t self = gt(gty(LR, LV, 2, 1, -1), 4, 8);
+    cspmd_garg_t args[2];
+    memset(args, 0, sizeof args);
+    args[1].n = 2;
+    args[1].v[0] = 4;
+    args[1].v[1] = 8;
+    cspmd_gcall_t call = {"aten::new_empty_strided", 1, &self, 2, args, 1};
+    cspmd_shard_rule_t rule = cspmd_shard_rule_find("aten::new_empty_strided", "");
+    ck_assert_int_ge(rule, 0);
+    cspmd_type_t outs[CSPMD_MAX_RESULTS];
+    ck_assert_int_eq(cspmd_global_infer(rule, &call, ty(LR, LV), outs), CSPMD_OK);
+    ck_assert_int_eq(tp_dim_of(outs[0]), 1);
+    args[1].v[1] = 16;
+    ck_assert_int_eq(cspmd_global_infer(rule, &call, ty(LR, LV), outs), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "a new tensor of other sizes than its S(1) self"));
+    (void)out;
+}
+END_TEST
+
 START_TEST(test_ordering_conflict_and_order_kept)
 {
     cspmd_axis_t ax[2] = {DP, TP};
@@ -408,6 +481,9 @@ Suite *suite_global(void)
     tcase_add_test(tc, test_oracle_supplies_placements_the_core_decides);
     tcase_add_test(tc, test_gradient_takes_the_leaf_spec);
     tcase_add_test(tc, test_ordering_conflict_and_order_kept);
+    tcase_add_test(tc, test_backward_reads_replicated_gradient_as_shard);
+    tcase_add_test(tc, test_replicated_gradient_of_sharded_leaf);
+    tcase_add_test(tc, test_new_sized_follows_self);
     tcase_add_test(tc, test_collective_spec);
     tcase_add_test(tc, test_view_split_keeps_the_shard_on_the_outer_piece);
     tcase_add_test(tc, test_out_partial_axes_checked_against_propagation);

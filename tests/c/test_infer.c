@@ -390,8 +390,12 @@ START_TEST(test_backward_ops)
     /* nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight) */
     INFER_OK("aten::nll_loss_backward", "", tt(LP), TEN(tt(LP), 0), TEN(tt(LR), 1),
              TEN(tt(LR), 2), TEN(tt(LR), 6));
+    /* total_weight is read by reduction='mean' only; global mode makes it P
+     * for a batch-sharded reduction='sum' loss: no operand */
+    INFER_OK("aten::nll_loss_backward", "", tt(LR), TEN(tt(LR), 0), TEN(tt(LR), 1),
+             TEN(tt(LR), 2), TEN(tt(LP), 6));
     INFER_ERR("aten::nll_loss_backward", "", CSPMD_ERR_SPMD_TYPE, "nonlinear argument",
-              TEN(tt(LR), 0), TEN(tt(LR), 1), TEN(tt(LR), 2), TEN(tt(LP), 6));
+              TEN(tt(LR), 0), TEN(tt(LP), 1), TEN(tt(LR), 2), TEN(tt(LR), 6));
     /* native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, mask) */
     INFER_OK("aten::native_layer_norm_backward", "", tt(LP), TEN(tt(LP), 0), TEN(tt(LR), 1),
              TEN(tt(LR), 3), TEN(tt(LR), 4), TEN(tt(LR), 5), TEN(tt(LR), 6));

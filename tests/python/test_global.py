@@ -362,11 +362,12 @@ def test_collective_over_mixed_policy_axes(mesh, dp, tp):
             spmd.all_reduce(x, torch.distributed.group.WORLD, src=P, dst=R)
 
 
-def test_backward_in_global_mode_is_checked_locally(mesh, dp, tp):
-    """The ops backward() runs are checked with local types (the reference
-    checks none of them); each leaf's gradient takes the leaf's spec on the
-    axes where it is V (its dual), so an optimizer step in global mode
-    sees both sharded alike."""
+def test_backward_in_global_mode_gives_leaves_their_specs(mesh, dp, tp):
+    """The ops backward() runs are checked in global mode too (the
+    reference checks none of them; tests/python/test_global_backward.py);
+    each leaf's gradient carries the leaf's spec on the axes where it is V
+    (its dual), so an optimizer step in global mode sees both sharded
+    alike."""
     with spmd.set_current_mesh(mesh), typecheck(local=False):
         x = spmd.assert_type(torch.randn(4, 8), {dp: S(0), tp: R})
         w1 = spmd.assert_type(torch.randn(8, 16, requires_grad=True), {dp: R, tp: S(1)})

@@ -154,6 +154,22 @@ def g_view(rng):
     return aten.view.default, build, [(src, p)]
 
 
+def g_new_sized(rng):
+    nd = rng.randint(1, 3)
+    s = _shape(rng, nd, 2, 4)
+    p = _place(rng, nd)
+    same = rng.random() < 0.7
+    op = aten.new_empty.default
+
+    def build(t, glob=False):
+        # the input's own sizes (local for cspmd, global for DTensor), or others
+        size = list(s) if same else [x + 1 for x in s]
+        if glob and same and p >= 0:
+            size[p] *= K
+        return (t[0], size), {}
+    return op, build, [(s, p)]
+
+
 def g_layer_norm(rng):
     nd = rng.randint(2, 3)
     s = _shape(rng, nd)
@@ -306,7 +322,7 @@ GENERATORS = {
     "nll_loss": g_nll_loss, "select": g_select, "select_backward": g_select_backward,
     "slice": g_slice, "slice_backward": g_slice_backward, "split": g_split, "unbind": g_unbind,
     "gather": g_gather, "scatter_add": g_scatter_add, "index_select": g_index_select,
-    "cat": g_cat, "along": g_along,
+    "cat": g_cat, "along": g_along, "new_sized": g_new_sized,
 }
 
 
@@ -316,6 +332,8 @@ def _deliberate(op, places, d_out, c_out):
         return True  # gather: index and input sharded on a dim of different sizes
     if op in (aten.mean.dim, aten.sum.dim_IntList) and places == [PAR] and d_out == "err":
         return True  # a linear reduction of a pending sum stays a pending sum
+    if op is aten.new_empty.default and c_out == "err" and d_out == [(REP, d_out[0][1])]:
+        return True  # other sizes than a sharded self: V (self's local type) cannot be R
     if op is aten.squeeze.dim and c_out == "err" and d_out != "err":
         return True  # the sharded dim has local size 1: only the local op squeezes it
     return False
@@ -369,7 +387,8 @@ def test_c_rule_agrees_with_dtensor(mesh, dp, tp, tp_axis, family):
             c_out, c_why = _cspmd(op, build, tensors, tp_axis)
         places = [p for _, p in operands]
         plain = [t.detach().clone() for t in tensors]
-        args, kwargs = build(plain, glob=True) if family == "view" else build(plain)
+        args, kwargs = (build(plain, glob=True) if family in ("view", "new_sized")
+                        else build(plain))
         try:
             d_out = propagate(op, args, kwargs, places, K)
         except ValueError as e:
