@@ -1,0 +1,83 @@
+"""Instructions per op in global mode, end to end through Python and the
+dispatcher: plain, checked in local mode and checked in global mode
+(``typecheck(local=False)``), counted by callgrind in one process on the
+small tensors of bench_global.py sharded on tp.
+
+Run under ``valgrind --tool=callgrind --instr-atstart=no
+--callgrind-out-file=DIR/cg python benchmarks/bench_callgrind_global.py N
+DIR/cg``: each loop of N calls is bracketed by zero/dump client requests
+(build/benchmarks/libcg_ctl.so); instructions per op = (Ir(loop) -
+Ir(empty loop)) / N.  ``callgrind_annotate DIR/cg.<k>`` on a ``*.global``
+dump shows where global mode's instructions go.  Prints a table; writes
+nothing.
+"""
+
+import ctypes
+import glob
+import os
+import re
+import sys
+
+import torch
+
+import common
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    out_prefix = sys.argv[2] if len(sys.argv) > 2 else None
+    torch.set_num_threads(1)
+    import cspmd
+    import cspmd.checker
+    cg = ctypes.CDLL(os.path.join(common.BUILD, "benchmarks", "libcg_ctl.so"))
+    mesh, dp, tp = common.fake_mesh()
+    R, S = cspmd.R, cspmd.S
+
+    with cspmd.set_current_mesh(mesh), cspmd.checker.typecheck(local=False):
+        a = cspmd.assert_type(torch.randn(8, 8), {dp: R, tp: S(0)})
+        b = cspmd.assert_type(torch.randn(8, 8), {dp: R, tp: S(0)})
+        w = cspmd.assert_type(torch.randn(8, 8), {dp: R, tp: R})
+    fns = {"empty": lambda: None, "add": lambda: torch.add(a, b),
+           "mm": lambda: torch.mm(a, w), "view": lambda: a.view(64),
+           "sum": lambda: a.sum(0)}
+    modes = {"plain": None, "local": True, "global": False}
+
+    def loop(f, k):
+        for _ in range(k):
+            f()
+
+    cg.cg_start()
+    for mode, local in modes.items():
+        for name, f in fns.items():
+            if mode != "plain" and name == "empty":
+                continue
+            with cspmd.set_current_mesh(mesh):
+                ctx = common.nothing() if local is None else cspmd.checker.typecheck(local=local)
+                with ctx:
+                    loop(f, 200)          # warm up
+                    cg.cg_zero()
+                    loop(f, n)
+                    cg.cg_dump(f"{name}.{mode}".encode())
+    cg.cg_stop()
+    if out_prefix is None:
+        return
+    totals = {}
+    for path in glob.glob(out_prefix + "*"):
+        with open(path) as fh:
+            text = fh.read()
+        m = re.search(r"Client Request: (\S+)", text)
+        t = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
+        if m and t:
+            totals[m.group(1)] = int(t.group(1))
+    base = totals["empty.plain"]
+    print(f"{'op':6s} {'plain':>8s} {'local-plain':>12s} {'global-local':>13s}")
+    for op in fns:
+        if op == "empty":
+            continue
+        per = {mode: (totals[f"{op}.{mode}"] - base) / n for mode in modes}
+        print(f"{op:6s} {per['plain']:8.0f} {per['local'] - per['plain']:12.0f} "
+              f"{per['global'] - per['local']:13.0f}")
+
+
+if __name__ == "__main__":
+    main()
