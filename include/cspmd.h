@@ -968,6 +968,33 @@ CSPMD_API cspmd_status_t cspmd_global_coll(const char *fn, cspmd_axis_t axis, cs
                                            cspmd_type_t local_out, int out_ndim,
                                            cspmd_type_t *out);
 
+/* One step of a spec-to-spec redistribution: the collective op on axis
+ * from src to dst (S(d) is V with shard_dim d). */
+typedef struct cspmd_redist_step {
+    cspmd_coll_t op;
+    cspmd_axis_t axis;
+    cspmd_ctype_t src, dst;
+} cspmd_redist_step_t;
+
+/* Plan spmd.redistribute_spec: the collectives (all_gather, all_to_all,
+ * reduce_scatter, all_reduce, convert(R|I, S), and the per-axis
+ * redistribute for R/I/P changes and S -> P) that take a tensor of type cur and
+ * local sizes sizes[0..ndim) to the type dst.  src is cur's local types
+ * with the caller's src_partition_spec: it must equal cur (else
+ * SPMD_TYPE).  dst gives the wanted spec and, per axis, R, I or P for the
+ * axes it does not shard; an axis dst leaves out keeps R, I or P, and a
+ * shard becomes R.  Each step is valid in global mode as it comes: shards
+ * leave and join spec entries innermost.  Writes at most cap steps and
+ * sets *nsteps to the plan's length (NOMEM when cap is too small: call
+ * again with *nsteps).  At most 3 steps per axis.  Errors: SPMD_TYPE (an
+ * untyped tensor, src differs from cur, an axis dst names that the tensor
+ * lacks, a local axis that would change), VALUE (dims disagree, a shard
+ * that does not divide a local size evenly), MISUSE. */
+CSPMD_API cspmd_status_t cspmd_redistribute_plan(cspmd_type_t cur, cspmd_type_t src,
+                                                 cspmd_type_t dst, const int64_t *sizes,
+                                                 int ndim, cspmd_redist_step_t *steps, int cap,
+                                                 int *nsteps);
+
 /* ===================================================================== */
 /* Raw torch.distributed collectives                                      */
 /* ===================================================================== */

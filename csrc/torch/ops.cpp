@@ -366,6 +366,25 @@ void partial_decl_push(IntList axes) {
 void partial_decl_pop() { check(cspmd_partial_decl_pop()); }
 int64_t partial_decl_depth() { return cspmd_partial_decl_depth(); }
 
+// spmd.redistribute_spec: the core's plan as [op, axis, src lt, src dim,
+// dst lt, dst dim] per step.
+std::vector<int64_t> redistribute_plan(int64_t cur, int64_t src, int64_t dst, IntList sizes) {
+    std::vector<int64_t> sz(sizes.begin(), sizes.end());
+    std::vector<cspmd_redist_step_t> steps(3 * CSPMD_MAX_AXES);
+    int n = 0;
+    check(cspmd_redistribute_plan(to_type(cur), to_type(src), to_type(dst), sz.data(),
+                                  static_cast<int>(sz.size()), steps.data(),
+                                  static_cast<int>(steps.size()), &n));
+    std::vector<int64_t> out;
+    for (int i = 0; i < n; i++) {
+        const auto &s = steps[static_cast<size_t>(i)];
+        out.insert(out.end(), {static_cast<int64_t>(s.op), static_cast<int64_t>(s.axis),
+                               static_cast<int64_t>(s.src.ltype), s.src.shard_dim,
+                               static_cast<int64_t>(s.dst.ltype), s.dst.shard_dim});
+    }
+    return out;
+}
+
 // The shard rule family of an aten op ("none" without one).
 std::string shard_rule_name(const std::string &name, const std::string &overload) {
     return cspmd_shard_rule_name(cspmd_shard_rule_find(name.c_str(), overload.c_str()));
@@ -553,6 +572,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(partial_decl_push);
         CSPMD_BIND(partial_decl_pop);
         CSPMD_BIND(partial_decl_depth);
+        CSPMD_BIND(redistribute_plan);
         CSPMD_BIND(shard_rule_name);
         CSPMD_BIND(checker_mailbox);
         CSPMD_BIND(checker_post);

@@ -12,6 +12,7 @@ int main(void)
     srunner_add_suite(sr, suite_grad());
     srunner_add_suite(sr, suite_raw());
     srunner_add_suite(sr, suite_global());
+    srunner_add_suite(sr, suite_redistribute_plan());
     srunner_add_suite(sr, suite_error_context());
     srunner_add_suite(sr, suite_hook_rules());
     srunner_run_all(sr, CK_NORMAL);

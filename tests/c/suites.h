@@ -17,6 +17,7 @@ Suite *suite_view_rules(void);
 Suite *suite_shard_spec(void);
 Suite *suite_annotation(void);
 Suite *suite_global(void);
+Suite *suite_redistribute_plan(void);
 Suite *suite_error_context(void);
 Suite *suite_hook_rules(void);
 #endif

@@ -21,7 +21,7 @@ LAYERS = [
     ["mesh", "_ndim_type", "_hook_backward"],
     ["types", "testing"],
     ["_type_ids", "checker", "collectives", "_compile_markers"],
-    ["scalar", "carry", "compiled_grads", "_dtensor_prop"],
+    ["scalar", "carry", "compiled_grads", "_dtensor_prop", "spec_redistribute"],
     ["runtime"],
     ["rules"],
     ["registration", "regions", "module", "reinterpret_mesh", "compiled"],

@@ -28,6 +28,7 @@ from .runtime import (assert_local_type, assert_local_type_like, assert_type, as
                       maybe_get_axis_local_type, merge_types, mutate_type,
                       reinterpret_no_grad, set_dist)
 from .scalar import Scalar
+from .spec_redistribute import redistribute_spec
 from .trace import trace
 from .types import (I, Invariant, LocalSpmdType, P, Partial, PartitionSpec,
                     PerMeshAxisLocalSpmdType, PerMeshAxisSpmdType, PerMeshAxisSpmdTypes, R,
@@ -71,7 +72,7 @@ __all__ = [
     "reinterpret_no_grad",
     # regions
     "local", "local_map", "no_typecheck", "Infer", "is_type_checking", "TYPE_CHECKING",
-    "out_partial_axes",
+    "out_partial_axes", "redistribute_spec",
     # registration
     "register_autograd_function", "register_decomposition",
     "register_local_autograd_function", "register_local_backward_hook",
