@@ -263,7 +263,11 @@ CSPMD_API cspmd_status_t cspmd_type_merge_scalars(cspmd_type_t a, cspmd_type_t b
 
 /* In-place / out= validation: for every axis of inferred that
  * old also has, equal, or R->V / I->V when !requires_grad.  op names the op
- * in the message.  *out = inferred on success. */
+ * in the message.  *out = inferred on success.  While the calling thread's
+ * backward relaxation is on (cspmd_infer_backward_relax) and
+ * !requires_grad -- a gradient accumulated in place by the autograd
+ * engine -- R<->I is accepted and *out keeps old's letter on that axis,
+ * and V->P is accepted (*out has P). */
 CSPMD_API cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t old,
                                                    cspmd_type_t inferred, int requires_grad,
                                                    cspmd_type_t *out);
@@ -454,8 +458,10 @@ CSPMD_API int cspmd_pending_scalars_take(cspmd_operand_t *ops, int cap);
 
 /* Backward relaxation: while on (per thread), a LINEAR op combining P and
  * V yields P -- gradient accumulation in backward adds a per-rank
- * contribution to a pending sum.  The kernel sets it only to retry an op
- * the autograd engine runs that failed on exactly that. */
+ * contribution to a pending sum -- and cspmd_type_check_mutation accepts
+ * the in-place accumulation (R<->I keeping the destination's letter,
+ * V->P).  The kernel sets it only to retry an op the autograd engine runs
+ * that failed on exactly that. */
 CSPMD_API void cspmd_infer_backward_relax(int on);
 
 /* The raw per-axis rule for tests: types[0..n) with

@@ -46,6 +46,12 @@ CSPMDI_HIDDEN int cspmdi_type_has_spec(cspmd_type_t type);
 /* The type's interned spec (stable for the process), or NULL if none. */
 CSPMDI_HIDDEN const cspmd_spec_t *cspmdi_type_spec_ref(cspmd_type_t type);
 
+/* ---- inference (infer.c) ----------------------------------------------- */
+
+/* 1 while the calling thread's backward relaxation is on
+ * (cspmd_infer_backward_relax). */
+CSPMDI_HIDDEN int cspmdi_backward_relaxed(void);
+
 /* ---- checker state (mesh.c) -------------------------------------------- */
 
 /* Small interned id of the calling thread's current mesh axis set: 0 when

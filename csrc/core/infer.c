@@ -99,6 +99,11 @@ void cspmd_infer_backward_relax(int on)
     tl_relax = on;
 }
 
+int cspmdi_backward_relaxed(void)
+{
+    return tl_relax;
+}
+
 /* ---- parked typed scalars ---------------------------------------------- */
 
 /* Any number per thread: a small inline array, a heap array past it

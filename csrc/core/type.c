@@ -653,6 +653,13 @@ cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t old, cspmd
     memcpy(ax, ri->axes, sizeof ax);
     memcpy(lt, ri->lt, sizeof lt);
     sort_display(ax, lt, n);
+    /* Backward accumulation into a gradient buffer the autograd engine
+     * owns (add_ of a second contribution; the engine writes in place only
+     * with grad mode off, so the buffer never requires grad): R and I are
+     * both complete sums and the buffer keeps its own flavour; a V buffer
+     * that received a pending sum (the relaxed add gave P) becomes P. */
+    int relaxed = cspmdi_backward_relaxed() && !requires_grad;
+    cspmd_type_t kept = inferred;
     for (int i = 0; i < n; i++) {
         cspmd_ltype_t was = cspmd_type_get(old, ax[i]);
         cspmd_ltype_t now = (cspmd_ltype_t)lt[i];
@@ -660,6 +667,15 @@ cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t old, cspmd
             continue;
         if (!requires_grad && now == CSPMD_LT_V && (was == CSPMD_LT_R || was == CSPMD_LT_I))
             continue;
+        if (relaxed && now == CSPMD_LT_P && was == CSPMD_LT_V)
+            continue;
+        if (relaxed && (now == CSPMD_LT_R || now == CSPMD_LT_I) &&
+            (was == CSPMD_LT_R || was == CSPMD_LT_I)) {
+            cspmd_status_t st = cspmd_type_with(kept, ax[i], was, &kept);
+            if (st != CSPMD_OK)
+                return st;
+            continue;
+        }
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                "%s: in-place/out operation would change SPMD type on axis %s from "
                                "%s to %s. In-place and out= operations cannot change a tensor's "
@@ -667,7 +683,7 @@ cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t old, cspmd
                                op ? op : "?", cspmd_axis_display(ax[i], 0), cspmd_ltype_letter(was),
                                cspmd_ltype_letter(now));
     }
-    *out = inferred;
+    *out = kept;
     return CSPMD_OK;
 }
 

@@ -430,6 +430,27 @@ static int writes_into_zeros(const cspmd_tensor_ref_t *r)
     return cspmd_tensor_is_zero(r->base != NULL ? r->base : r->tensor);
 }
 
+/* The autograd engine accumulates a second gradient contribution into a
+ * buffer it owns with add_ (grad mode off): the result of add may differ
+ * from the buffer's type only in ways that are sound for a gradient (an R
+ * contribution into an I buffer, a pending sum into a V buffer).  The core
+ * decides the buffer's type under the backward relaxation; only when the
+ * op writes one tensor (its result is that tensor).  On the error path
+ * only.  Returns 1 and the written type in *kept if it applies. */
+static int accumulates_in_backward(const cspmd_args_t *args, const cspmd_tensor_ref_t *r,
+                                   cspmd_type_t out, cspmd_type_t *kept)
+{
+    int written = 0;
+    for (int i = 0; i < args->ntensors; i++)
+        written += args->tensors[i].written;
+    if (written != 1 || r->elem >= 0 || !in_backward())
+        return 0;
+    cspmd_infer_backward_relax(1);
+    cspmd_status_t st = cspmd_type_check_mutation("", r->type, out, r->requires_grad, kept);
+    cspmd_infer_backward_relax(0);
+    return st == CSPMD_OK;
+}
+
 /* ---- the kernel --------------------------------------------------------- */
 
 static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_args_t *args,
@@ -467,6 +488,11 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
             (zero_self && r->arg == 0))
             continue;
         st = cspmdk_check_mutation(call, args, r, out);
+        cspmd_type_t kept;
+        if (st != CSPMD_OK && accumulates_in_backward(args, r, out, &kept)) {
+            out = kept;
+            continue;
+        }
         if (st != CSPMD_OK && zero_ref < 0 && writes_into_zeros(r)) {
             zero_ref = i;
             continue;

@@ -578,6 +578,36 @@ START_TEST(test_mutation_errors)
 }
 END_TEST
 
+/* A gradient accumulated in place by the autograd engine (backward
+ * relaxation on): R <-> I keeps the buffer's letter, V takes a pending sum
+ * as P; the rest is refused as without it, and so is a buffer that
+ * requires grad. */
+START_TEST(test_mutation_backward_accumulation)
+{
+    cspmd_type_t o;
+    cspmd_infer_backward_relax(1);
+    ck_assert_int_eq(mutate("add_", T2(DP, I, TP, V), T2(DP, R, TP, V), 0, &o), CSPMD_OK);
+    ck_assert_uint_eq(o, T2(DP, I, TP, V));
+    ck_assert_int_eq(mutate("add_", T2(DP, R, TP, V), T2(DP, I, TP, V), 0, &o), CSPMD_OK);
+    ck_assert_uint_eq(o, T2(DP, R, TP, V));
+    ck_assert_int_eq(mutate("add_", T2(DP, I, TP, V), T2(DP, I, TP, P), 0, &o), CSPMD_OK);
+    ck_assert_uint_eq(o, T2(DP, I, TP, P));
+    ck_assert_int_eq(mutate("add_", T2(DP, I, TP, V), T2(DP, R, TP, P), 0, &o), CSPMD_OK);
+    ck_assert_uint_eq(o, T2(DP, I, TP, P));
+    ck_assert_int_eq(mutate("add_", T1(TP, R), T1(TP, P), 0, &o), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(mutate("add_", T1(TP, P), T1(TP, V), 0, &o), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(mutate("add_", T1(TP, I), T1(TP, R), 1, &o), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(mutate("add_", T1(TP, V), T1(TP, P), 1, &o), CSPMD_ERR_SPMD_TYPE);
+    cspmd_infer_backward_relax(0);
+    ck_assert_int_eq(mutate("add_", T1(TP, I), T1(TP, R), 0, &o), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(),
+                     "add_: in-place/out operation would change SPMD type on axis tp from "
+                     "I to R. In-place and out= "
+                     "operations cannot change a tensor's SPMD type.");
+    ck_assert_int_eq(mutate("add_", T1(TP, V), T1(TP, P), 0, &o), CSPMD_ERR_SPMD_TYPE);
+}
+END_TEST
+
 static void *make_worker(void *arg)
 {
     cspmd_type_t *out = arg;
@@ -750,6 +780,7 @@ Suite *suite_type(void)
     tcase_add_test(tr, test_refine_v_to_p_leaves_spec);
     tcase_add_test(tr, test_mutation);
     tcase_add_test(tr, test_mutation_errors);
+    tcase_add_test(tr, test_mutation_backward_accumulation);
     tcase_add_test(tr, test_mutate);
     tcase_add_test(tr, test_merge_scalars);
     tcase_add_test(tr, test_reinterpret_no_grad);
