@@ -436,7 +436,8 @@ static int writes_into_zeros(const cspmd_tensor_ref_t *r)
  * contribution into an I buffer, a pending sum into a V buffer).  The core
  * decides the buffer's type under the backward relaxation; only when the
  * op writes one tensor (its result is that tensor).  On the error path
- * only.  Returns 1 and the written type in *kept if it applies. */
+ * only; overwrites the thread's error message.  Returns 1 and the written
+ * type in *kept if it applies. */
 static int accumulates_in_backward(const cspmd_args_t *args, const cspmd_tensor_ref_t *r,
                                    cspmd_type_t out, cspmd_type_t *kept)
 {
@@ -489,9 +490,12 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
             continue;
         st = cspmdk_check_mutation(call, args, r, out);
         cspmd_type_t kept;
-        if (st != CSPMD_OK && accumulates_in_backward(args, r, out, &kept)) {
-            out = kept;
-            continue;
+        if (st != CSPMD_OK && in_backward()) {
+            if (accumulates_in_backward(args, r, out, &kept)) {
+                out = kept;
+                continue;
+            }
+            st = cspmdk_check_mutation(call, args, r, out); /* the message again */
         }
         if (st != CSPMD_OK && zero_ref < 0 && writes_into_zeros(r)) {
             zero_ref = i;
