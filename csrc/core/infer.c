@@ -759,6 +759,54 @@ static int has_axes(cspmd_type_t t)
     return cspmdi_type_axes(t, NULL, NULL) > 0;
 }
 
+/* A factory shaped like its tensor operand (CSPMDI_RF_LIKE): inferred as
+ * a nonlinear op over the operand's type with P read as R, then P put
+ * back on those axes when the fill is zero. */
+static cspmd_status_t infer_like(const cspmdi_rule_t *r, const cspmd_operand_t *ops, int n,
+                                 const mesh_info_t *m, cspmd_type_t *out)
+{
+    int self = -1, zero = (r->flags & CSPMDI_RF_ZEROS) != 0;
+    for (int k = 0; k < n; k++) {
+        if (ops[k].kind == CSPMD_OPERAND_SCALAR) {
+            zero |= ops[k].arg < 64 && ((r->zero_free_pos >> ops[k].arg) & 1u) &&
+                    (ops[k].flags & CSPMD_OPERAND_ZERO);
+            continue;
+        }
+        if (self < 0 && ops[k].kind == CSPMD_OPERAND_TENSOR)
+            self = k;
+    }
+    cspmd_axis_t axes[CSPMD_MAX_AXES];
+    cspmd_ltype_t lt[CSPMD_MAX_AXES];
+    int na = self < 0 ? 0 : cspmdi_type_axes(ops[self].type, axes, lt);
+    int any_p = 0;
+    for (int j = 0; j < na; j++)
+        any_p |= lt[j] == CSPMD_LT_P;
+    if (!any_p) { /* the plain rule: the operand's type */
+        view_t plain = {0, 0, ops, n, ~UINT64_C(0), 0, r->scalar_pos, r->zero_free_pos};
+        return infer_view(&plain, r->lin, m, out);
+    }
+    cspmd_type_t read = ops[self].type;
+    for (int j = 0; j < na; j++)
+        if (lt[j] == CSPMD_LT_P) {
+            cspmd_status_t st = cspmd_type_with(read, axes[j], CSPMD_LT_R, &read);
+            if (st != CSPMD_OK)
+                return st;
+        }
+    /* the other operands (a typed fill value) as the rule says, the
+     * operand itself replaced by its P-free reading */
+    view_t v = {1, read, ops, n, ~arg_bit(ops[self].arg), 0, r->scalar_pos, r->zero_free_pos};
+    cspmd_status_t st = infer_view(&v, r->lin, m, out);
+    if (st != CSPMD_OK || !zero)
+        return st;
+    for (int j = 0; j < na; j++)
+        if (lt[j] == CSPMD_LT_P && cspmd_type_get(*out, axes[j]) == CSPMD_LT_R) {
+            st = cspmd_type_with(*out, axes[j], CSPMD_LT_P, out);
+            if (st != CSPMD_OK)
+                return st;
+        }
+    return CSPMD_OK;
+}
+
 static cspmd_status_t infer_uncached(const cspmdi_rule_t *r, const cspmd_operand_t *ops, int n,
                                      const mesh_info_t *m, cspmd_type_t *out)
 {
@@ -790,6 +838,8 @@ static cspmd_status_t infer_uncached(const cspmdi_rule_t *r, const cspmd_operand
         }
         if (counted == 0)
             return deterministic(m, out);
+        if (r->flags & CSPMDI_RF_LIKE)
+            return infer_like(r, ops, n, m, out);
         return infer_view(&v, r->lin, m, out);
     }
     case CSPMD_KIND_FILL:

@@ -91,6 +91,9 @@ enum { NL = CSPMDI_LIN_NONLINEAR, LI = CSPMDI_LIN_LINEAR, ML = CSPMDI_LIN_MULTIL
 #define DEC(n, a, b, s, nl) {n, "*", LI, INFER, CSPMDI_RF_DECOMP, a, b, s, 0, nl, 0, 0, 0}
 /* Deterministic factory. */
 #define FAC(n, o, f) {n, o, NL, FACT, f, -1, -1, -1, 0, 0, 0, 0, 0}
+/* A factory shaped like its operand (CSPMDI_RF_LIKE); its fill is zero
+ * with the flag CSPMDI_RF_ZEROS or a zero Scalar at args zf. */
+#define LIKE(n, z, zf) {n, "*", NL, FACT, CSPMDI_RF_LIKE | (z), -1, -1, -1, zf, 0, 0, 0, zf}
 #define FILLR(n, o) {n, o, NL, FILL, 0, -1, -1, -1, 0, 0, 0, 0, 0}
 #define RAND(n, o) {n, o, NL, RFILL, 0, -1, -1, -1, 0, 0, 0, 0, 0}
 #define PASSR(n, o) {n, o, NL, PASS, 0, -1, -1, -1, 0, 0, 0, 0, 0}
@@ -534,9 +537,11 @@ static const cspmdi_rule_t rules[] = {
     /* A typed tensor passed through lift_fresh keeps its type (LINEAR). */
     {"aten::lift_fresh", "*", LI, FACT, CSPMDI_RF_FRESH, -1, -1, -1, 0, 0, 0, 0, 0},
     {"aten::lift_fresh_copy", "*", LI, FACT, CSPMDI_RF_FRESH, -1, -1, -1, 0, 0, 0, 0, 0},
-    FAC("aten::zeros_like", "*", 0),
-    FAC("aten::ones_like", "*", 0),
-    FAC("aten::full_like", "*", 0),
+    /* *_like: the operand's type; a P operand gives P for a zero fill and
+     * R for any other (dev: the reference rejects P through them). */
+    LIKE("aten::zeros_like", CSPMDI_RF_ZEROS, 0),
+    LIKE("aten::ones_like", 0, 0),
+    LIKE("aten::full_like", 0, B(1)),
     FAC("aten::new_zeros", "*", CSPMDI_RF_IGNORE_OPERANDS),
     FAC("aten::new_ones", "*", CSPMDI_RF_IGNORE_OPERANDS),
     FAC("aten::new_full", "*", CSPMDI_RF_IGNORE_OPERANDS),

@@ -28,7 +28,15 @@ enum {
      * as operands (lift_fresh: the tensor torch.tensor() just built). */
     CSPMDI_RF_FRESH = 1u << 2,
     /* A backward op (for tracing/tests only; no effect on inference). */
-    CSPMDI_RF_BACKWARD = 1u << 3
+    CSPMDI_RF_BACKWARD = 1u << 3,
+    /* FACTORY shaped like its tensor operand (zeros_like, ones_like,
+     * full_like): the result takes the operand's type, with P kept only
+     * when the fill is zero (zeros are every type) and R for any other
+     * fill (a fresh constant, the same on every rank).  The fill is zero
+     * for a CSPMDI_RF_ZEROS rule, or when the Scalar at a zero_free_pos
+     * argument is. */
+    CSPMDI_RF_LIKE = 1u << 4,
+    CSPMDI_RF_ZEROS = 1u << 5
 };
 
 typedef struct cspmdi_rule {

@@ -533,7 +533,17 @@ START_TEST(test_factories)
     INFER_OK("aten::zeros_like", "", ty(LV, LR), TEN(ty(LV, LR), 0));
     INFER_OK("aten::empty_like", "", ty(LV, LR), TEN(ty(LV, LR), 0));
     INFER_OK("aten::randn_like", "", rr, TEN(rr, 0));
-    INFER_ERR("aten::zeros_like", "", CSPMD_ERR_SPMD_TYPE, "non-linear", TEN(ty(LR, LP), 0));
+    /* a P operand: zeros keep P (zeros are every type), any other fill is R */
+    INFER_OK("aten::zeros_like", "", ty(LR, LP), TEN(ty(LR, LP), 0));
+    INFER_OK("aten::zeros_like", "", ty(LV, LP), TEN(ty(LV, LP), 0));
+    INFER_OK("aten::ones_like", "", ty(LR, LR), TEN(ty(LR, LP), 0));
+    INFER_OK("aten::ones_like", "", ty(LI, LR), TEN(ty(LI, LP), 0));
+    INFER_OK("aten::full_like", "", ty(LR, LP), TEN(ty(LR, LP), 0), ZERO(1));
+    INFER_OK("aten::full_like", "", ty(LR, LR), TEN(ty(LR, LP), 0), SCA(1));
+    INFER_OK("aten::full_like", "", ty(LV, LV), TEN(ty(LV, LV), 0), SCA(1));
+    /* a typed fill value still counts: the values are the fill's */
+    INFER_OK("aten::full_like", "", ty(LR, LV), TEN(ty(LR, LP), 0), TYP(ty(LR, LV), 1));
+    INFER_ERR("aten::randn_like", "", CSPMD_ERR_SPMD_TYPE, "non-linear", TEN(ty(LR, LP), 0));
     INFER_ERR("aten::ones_like", "", CSPMD_ERR_SPMD_TYPE, "missing axis",
               TEN(CSPMD_TYPE_UNTYPED, 0));
     /* no operands: {} even under a mesh */

@@ -77,10 +77,62 @@ def test_like_factories_inherit(checked, typed, fn, t):
     assert ltype(fn(typed(t))) == both(t.name)
 
 
-@pytest.mark.parametrize("fn", [torch.zeros_like, torch.ones_like], ids=["zeros_like", "ones_like"])
-def test_like_of_partial_rejected(checked, typed, fn):
+LIKE_OF_PARTIAL = {  # fill -> the result's letter where the input is P
+    "zeros_like": (torch.zeros_like, "P"),  # zeros are every type: P stays usable
+    "full_like_0": (lambda x: torch.full_like(x, 0.0), "P"),
+    "ones_like": (torch.ones_like, "R"),  # a fresh constant, the same on every rank
+    "full_like_3": (lambda x: torch.full_like(x, 3.0), "R"),
+    "empty_like": (torch.empty_like, "P"),  # contents only ever overwritten
+}
+
+
+@pytest.mark.parametrize("name", list(LIKE_OF_PARTIAL))
+def test_like_of_partial(checked, typed, name):
+    """Valid code the reference refuses (docs/differences.md): a buffer
+    shaped like a partial sum, e.g. an accumulator that P terms are then
+    added into in place."""
+    fn, letter = LIKE_OF_PARTIAL[name]
+    out = fn(typed({"dp": R, "tp": P}))
+    assert ltype(out) == {"mesh_dp": "R", "mesh_tp": letter}
+
+
+def test_zeros_like_partial_accumulates_partial_terms(checked, typed):
+    terms = [typed({"dp": R, "tp": P}) for _ in range(3)]
+    acc = torch.zeros_like(terms[0])
+    for t in terms:
+        acc += t
+    assert ltype(acc) == {"mesh_dp": "R", "mesh_tp": "P"}
+    ones = torch.ones_like(terms[0])
+    with pytest.raises(SpmdTypeError):  # ones are R: relu fine, but not summed with P
+        ones + terms[0]
+    assert ltype(torch.relu(ones)) == {"mesh_dp": "R", "mesh_tp": "R"}
+
+
+def test_random_like_of_partial_still_rejected(checked, typed):
     with pytest.raises(SpmdTypeError, match="Partial type on axis mesh_dp cannot propagate"):
-        fn(typed(P))
+        torch.randn_like(typed(P))
+
+
+@pytest.mark.parametrize("name", list(LIKE_OF_PARTIAL))
+def test_like_of_partial_against_the_reference(mesh, name):
+    """The reference refuses every *_like of a P tensor (a nonlinear op);
+    on R, I and V inputs both agree (test_like_factories_inherit)."""
+    import reference
+    ref = reference.load()
+    reference.load("spmd_types.checker")
+    fn, _ = LIKE_OF_PARTIAL[name]
+    with ref.set_current_mesh(mesh), ref.checker.typecheck():
+        x = ref.assert_type(torch.randn(4, 4), {"dp": ref.R, "tp": ref.P})
+        with pytest.raises(ref.SpmdTypeError, match="non-linear"):
+            fn(x)
+    for t in ("R", "I", "V"):
+        outs = []
+        for lib in (spmd, ref):
+            with lib.set_current_mesh(mesh), lib.checker.typecheck():
+                y = fn(lib.assert_type(torch.randn(4, 4), {"dp": lib.R, "tp": getattr(lib, t)}))
+                outs.append({str(a): repr(v).split(".")[-1] for a, v in
+                             lib.get_local_type(y).items()})
+        assert outs[0] == outs[1], (t, outs)
 
 
 @pytest.mark.parametrize("t", [R, I, V, P])
