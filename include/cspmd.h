@@ -1006,10 +1006,15 @@ CSPMD_API cspmd_status_t cspmd_redistribute_plan(cspmd_type_t cur, cspmd_type_t 
 /* ===================================================================== */
 
 /* Bind a c10d process group name to its mesh axis (done when the Python
- * front first sees the group).  Rebinding a name replaces it.  Errors:
- * MISUSE (bad name or axis), NOMEM (1024 groups). */
-CSPMD_API cspmd_status_t cspmd_group_bind(const char *name, cspmd_axis_t axis);
-/* 1 and *axis if the name is bound, else 0. */
+ * front first sees the group).  display (NULL or "" for none; copied) is
+ * the group's description, which cspmd_group_axis registers as the axis's
+ * display name.  Rebinding a name replaces both.  Errors: MISUSE (bad name
+ * or axis), NOMEM (1024 groups, or no memory for the copy). */
+CSPMD_API cspmd_status_t cspmd_group_bind(const char *name, cspmd_axis_t axis,
+                                          const char *display);
+/* 1 and *axis if the name is bound, else 0.  A use of the group: its
+ * description, if bound, becomes a display name of *axis
+ * (cspmd_axis_name_add), as a raw collective on the group names it. */
 CSPMD_API int cspmd_group_axis(const char *name, cspmd_axis_t *axis);
 
 typedef enum cspmd_raw_effect {

@@ -6,6 +6,7 @@
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
@@ -19,19 +20,28 @@
 typedef struct group_entry {
     char name[GROUP_NAME_MAX];
     cspmd_axis_t axis;
+    char *display; /* the group's description (heap), or NULL */
 } group_entry_t;
 
 static group_entry_t groups[GROUPS_MAX];
 static int ngroups;
 static pthread_mutex_t groups_mutex = PTHREAD_MUTEX_INITIALIZER;
 
-cspmd_status_t cspmd_group_bind(const char *name, cspmd_axis_t axis)
+cspmd_status_t cspmd_group_bind(const char *name, cspmd_axis_t axis, const char *display)
 {
     if (name == NULL || name[0] == '\0' || strlen(name) >= GROUP_NAME_MAX)
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_group_bind: bad group name");
     if (cspmd_axis_size(axis) == 0)
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_group_bind: unknown axis id %u",
                                (unsigned)axis);
+    char *copy = NULL;
+    if (display != NULL && display[0] != '\0') {
+        size_t n = strlen(display) + 1;
+        copy = malloc(n);
+        if (copy == NULL)
+            return cspmd_error_set(CSPMD_ERR_NOMEM, "cspmd_group_bind: out of memory");
+        memcpy(copy, display, n);
+    }
     cspmd_status_t st = CSPMD_OK;
     pthread_mutex_lock(&groups_mutex);
     int i;
@@ -44,17 +54,23 @@ cspmd_status_t cspmd_group_bind(const char *name, cspmd_axis_t axis)
     } else {
         if (i == ngroups) {
             snprintf(groups[i].name, GROUP_NAME_MAX, "%s", name);
+            groups[i].display = NULL;
             ngroups++;
         }
         groups[i].axis = axis; /* a group name re-used for a new group rebinds */
+        free(groups[i].display);
+        groups[i].display = copy;
+        copy = NULL;
     }
     pthread_mutex_unlock(&groups_mutex);
+    free(copy);
     return st;
 }
 
 int cspmd_group_axis(const char *name, cspmd_axis_t *axis)
 {
     int found = 0;
+    char *display = NULL;
     if (name == NULL || axis == NULL)
         return 0;
     pthread_mutex_lock(&groups_mutex); /* collectives are not on the per-op hot path */
@@ -62,9 +78,24 @@ int cspmd_group_axis(const char *name, cspmd_axis_t *axis)
         if (strcmp(groups[i].name, name) == 0) {
             *axis = groups[i].axis;
             found = 1;
+            if (groups[i].display != NULL) {
+                size_t n = strlen(groups[i].display) + 1;
+                display = malloc(n);
+                if (display != NULL)
+                    memcpy(display, groups[i].display, n);
+            }
             break;
         }
     pthread_mutex_unlock(&groups_mutex);
+    /* A group's description becomes its axis's display name when the group
+     * is first used, not when it is bound: an axis the program reaches
+     * otherwise keeps the name it has (a flattening of named axes, say).
+     * Registering is idempotent; a failure (out of memory) only leaves the
+     * name out of messages. */
+    if (display != NULL) {
+        (void)cspmd_axis_name_add(*axis, display);
+        free(display);
+    }
     return found;
 }
 
@@ -131,6 +162,37 @@ const cspmd_raw_rule_t *cspmd_raw_rule_find(const char *name)
 
 /* ---- checks --------------------------------------------------------------- */
 
+/* Permissive mode, an in-place collective on a group the input has no type
+ * for: the group's axis gets the collective's result type.  A type whose
+ * axes overlap that axis cannot hold it (a type's axes are orthogonal): an
+ * error rather than a type that breaks that rule or stays stale. */
+static cspmd_status_t permissive_retype(const cspmd_raw_rule_t *r, cspmd_axis_t axis,
+                                        cspmd_type_t in, cspmd_type_t *out)
+{
+    cspmd_status_t st = cspmd_type_with(in, axis, (cspmd_ltype_t)r->dst, out);
+    if (st != CSPMD_ERR_SPMD_TYPE)
+        return st;
+    *out = in;
+    char small[160];
+    char *text = small;
+    size_t n = cspmd_type_format(in, small, sizeof small);
+    if (n >= sizeof small && (text = malloc(n + 1)) != NULL)
+        cspmd_type_format(in, text, n + 1);
+    else if (text == NULL)
+        text = small; /* out of memory: the type's text is cut short */
+    st = cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                         "%s: the tensor has no type for axis %s (permissive mode), so the "
+                         "collective would make it %s there; but its type %s has an axis that "
+                         "overlaps %s, and the axes of a type must be mutually orthogonal. "
+                         "Annotate it on %s, or on axes orthogonal to it, before the collective.",
+                         r->fn, cspmd_axis_display(axis, 0),
+                         cspmd_ltype_letter((cspmd_ltype_t)r->dst), text,
+                         cspmd_axis_display(axis, 0), cspmd_axis_display(axis, 0));
+    if (text != small)
+        free(text);
+    return st;
+}
+
 cspmd_status_t cspmd_raw_check_input(const cspmd_raw_rule_t *r, cspmd_axis_t axis,
                                      cspmd_type_t in, cspmd_type_t *out)
 {
@@ -149,7 +211,7 @@ cspmd_status_t cspmd_raw_check_input(const cspmd_raw_rule_t *r, cspmd_axis_t axi
         if (!cspmd_checker_strict())
             return in == CSPMD_TYPE_UNTYPED || r->effect != CSPMD_RAW_SET_INPUT
                        ? CSPMD_OK
-                       : cspmd_type_with(in, axis, (cspmd_ltype_t)r->dst, out);
+                       : permissive_retype(r, axis, in, out);
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                "%s: tensor has no type for axis %s. Use assert_type() to annotate "
                                "the tensor on this axis before calling collectives.%s",

@@ -286,10 +286,18 @@ static void read_values(cspmd_args_t *a, const c10::IValue *first, size_t n,
             if (is_zero_number(v))
                 a->zero_scalars |= uint64_t{1} << i;
         } else if (v.isTensorList() || v.isList()) {
+            // A Tensor[][] (c10d's allgather_ takes its outputs so) is read
+            // flat: elem counts the tensors in order across the inner lists.
             int32_t k = 0;
             for (const c10::IValue &e : v.toListRef()) {
-                if (e.isTensor())
+                if (e.isTensor()) {
                     add_tensor(a, e.toTensor(), static_cast<int>(i), s, k);
+                } else if (e.isTensorList() || e.isList()) {
+                    for (const c10::IValue &inner : e.toListRef())
+                        if (inner.isTensor())
+                            add_tensor(a, inner.toTensor(), static_cast<int>(i), s, k++);
+                    continue;
+                }
                 k++;
             }
         }

@@ -20,15 +20,35 @@ START_TEST(test_group_registry)
 {
     cspmd_axis_t a = 0;
     ck_assert_int_eq(cspmd_group_axis("nope", &a), 0);
-    ck_assert_int_eq(cspmd_group_bind("7", TP), CSPMD_OK);
+    ck_assert_int_eq(cspmd_group_bind("7", TP, NULL), CSPMD_OK);
     ck_assert_int_eq(cspmd_group_axis("7", &a), 1);
     ck_assert_uint_eq(a, TP);
-    ck_assert_int_eq(cspmd_group_bind("7", DP), CSPMD_OK); /* rebinding replaces */
+    ck_assert_int_eq(cspmd_group_bind("7", DP, ""), CSPMD_OK); /* rebinding replaces */
     cspmd_group_axis("7", &a);
     ck_assert_uint_eq(a, DP);
-    ck_assert_int_eq(cspmd_group_bind("", TP), CSPMD_ERR_MISUSE);
-    ck_assert_int_eq(cspmd_group_bind(NULL, TP), CSPMD_ERR_MISUSE);
-    ck_assert_int_eq(cspmd_group_bind("8", 77777u), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_group_bind("", TP, NULL), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_group_bind(NULL, TP, NULL), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_group_bind("8", 77777u, "x"), CSPMD_ERR_MISUSE);
+}
+END_TEST
+
+/* A group's description names its axis when the group is used, not when it
+ * is bound (the world axis keeps its "{dp,tp}" name until then). */
+START_TEST(test_group_description_names_axis_on_use)
+{
+    cspmd_axis_t world = h_axis(8, 1);
+    ck_assert_str_eq(cspmd_axis_display(world, 0), "{dp,tp}");
+    ck_assert_int_eq(cspmd_group_bind("0", world, "default_pg"), CSPMD_OK);
+    ck_assert_str_eq(cspmd_axis_display(world, 0), "{dp,tp}");
+    cspmd_axis_t a = 0;
+    ck_assert_int_eq(cspmd_group_axis("0", &a), 1);
+    ck_assert_uint_eq(a, world);
+    ck_assert_str_eq(cspmd_axis_display(world, 0), "default_pg");
+    ck_assert_int_eq(cspmd_group_axis("0", &a), 1); /* again: still one name */
+    ck_assert_str_eq(cspmd_axis_display(world, 0), "default_pg");
+    /* rebinding without a description names nothing more */
+    ck_assert_int_eq(cspmd_group_bind("0", world, NULL), CSPMD_OK);
+    ck_assert_int_eq(cspmd_group_axis("0", &a), 1);
 }
 END_TEST
 
@@ -71,6 +91,17 @@ START_TEST(test_all_reduce_input)
     ck_assert_uint_eq(out, ty(LR, LR));
     ck_assert_int_eq(cspmd_raw_check_input(r, TP, CSPMD_TYPE_UNTYPED, &out), CSPMD_OK);
     ck_assert_uint_eq(out, CSPMD_TYPE_UNTYPED);
+    /* ... unless the input's type has an axis overlapping the group's: R on
+     * the world axis next to P on dp would break orthogonality. */
+    cspmd_axis_t world = h_axis(8, 1);
+    ck_assert_int_eq(cspmd_raw_check_input(r, world, ty(LP, NONE), &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_uint_eq(out, ty(LP, NONE)); /* unchanged */
+    ck_assert_str_eq(cspmd_last_error(),
+                     "all_reduce: the tensor has no type for axis {dp,tp} (permissive mode), so "
+                     "the collective would make it R there; but its type {dp: P} has an axis "
+                     "that overlaps {dp,tp}, and the axes of a type must be mutually orthogonal. "
+                     "Annotate it on {dp,tp}, or on axes orthogonal to it, before the "
+                     "collective.");
 }
 END_TEST
 
@@ -113,6 +144,7 @@ Suite *suite_raw(void)
     TCase *tc = tcase_create("raw");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_group_registry);
+    tcase_add_test(tc, test_group_description_names_axis_on_use);
     tcase_add_test(tc, test_rule_table);
     tcase_add_test(tc, test_all_reduce_input);
     tcase_add_test(tc, test_outputs_and_unsupported);

@@ -522,6 +522,35 @@ def test_axis_name_needs_ambient_device_mesh(tp_axis, dp_axis):
             spmd.all_gather(x, "tp", src=S(0), dst=R)
 
 
+def test_axis_name_without_mesh_message_as_reference(tp):
+    import reference
+    ref = reference.load()
+    texts = []
+    for lib in (spmd, ref):
+        x = lib.assert_type(torch.randn(6, 4), {tp: lib.R})
+        with pytest.raises(RuntimeError) as e:
+            lib.convert(x, "tp", src=lib.R, dst=lib.S(0))
+        texts.append(str(e.value))
+    assert texts[0] == texts[1]
+
+
+def test_indivisible_reduce_scatter_is_a_value_error(mesh, tp):
+    """Deliberate difference (docs/differences.md): cspmd checks the extent
+    before the collective runs and raises ValueError, as for its other
+    argument errors; the reference leaves it to torch's functional
+    collective, whose assert raises AssertionError."""
+    import reference
+    ref = reference.load()
+    reference.load("spmd_types.checker")
+    for lib, exc in ((spmd, ValueError), (ref, AssertionError)):
+        x = lib.assert_type(torch.randn(7), {tp: lib.P})
+        with lib.checker.typecheck():
+            with pytest.raises(exc, match=r"input dimension 0 \(7\)? must be a multiple of "
+                               r"group_size 4"):
+                lib.reduce_scatter(x, tp, src=lib.P, dst=lib.S(0))
+        assert lib.get_local_type(x) == {lib.MeshAxis.of(tp): lib.P}
+
+
 def test_unknown_axis_name(mesh):
     x = torch.randn(4)
     with spmd.set_current_mesh(mesh):

@@ -153,6 +153,30 @@ def test_wrong_program_raises_right_one_passes(mode, mesh):
         assert torch.equal(t, torch.full((2,), float(want)))
 
 
+def test_raw_all_gather_checks_its_output_list(mode, mesh):
+    """Raw dist.all_gather on LocalTensors: a V output in the list is
+    refused before anything runs; R outputs get every rank's input.  (On
+    the world group: torch's LocalTensorMode gives a list all_gather over
+    several subgroups one shared output per slot.)"""
+    import torch.distributed as dist
+    world = dist.distributed_c10d._get_default_group()
+    x = typed(mode, lambda r: torch.tensor([float(r), r + 0.5]), {world: V})
+    bad = [typed(mode, lambda r: torch.zeros(2), {world: V}) for _ in range(WORLD)]
+    with cspmd.checker.typecheck():
+        with pytest.raises(spmd.SpmdTypeError, match=r"^all_gather: expected output "
+                           r"tensor_list\[0\] type R/I on axis default_pg, got V"):
+            dist.all_gather(bad, x, group=world)
+    for t in bad:
+        assert all(torch.equal(v, torch.zeros(2)) for v in per_rank(t).values())
+    outs = [typed(mode, lambda r: torch.zeros(2), {world: R}) for _ in range(WORLD)]
+    with cspmd.checker.typecheck():
+        dist.all_gather(outs, x, group=world)
+    for i, t in enumerate(outs):
+        assert axis_type(t, world) is R
+        for v in per_rank(t).values():
+            assert torch.equal(v, torch.tensor([float(i), i + 0.5]))
+
+
 def test_ops_on_local_tensors_are_typed_once(mode, mesh, caplog):
     """The checker sees the op on the LocalTensor; the per-rank ops that
     LocalTensorMode runs below it are not checked again (trace shows one

@@ -185,3 +185,61 @@ def test_a_group_resolved_after_a_reset_is_named_again(mesh, names):
     meshmod._reset_names()
     assert repr(tp) == "MeshAxis(4:1)"
     assert MeshAxis.of(mesh.get_group("tp")) is tp and repr(tp) == "mesh_tp"
+
+
+@pytest.fixture
+def fresh_names(mesh):
+    """cspmd's and the reference's axis names and group caches emptied for
+    the test (as in a fresh process with the 2x4 mesh), then restored."""
+    import reference
+    ref = reference.load()
+    reference.load("spmd_types.checker")
+    from spmd_types import _mesh_axis as refmesh
+    saved = (list(meshmod._names.items()), dict(meshmod._group_axes),
+             {a: set(n) for a, n in refmesh._mesh_axis_names.items()},
+             set(refmesh._disambiguated_names), dict(refmesh._pg_to_mesh_axis))
+    meshmod._reset_names()
+    meshmod._group_axes.clear()
+    refmesh._mesh_axis_names.clear()
+    refmesh._disambiguated_names.clear()
+    refmesh._pg_to_mesh_axis.clear()
+    yield ref
+    meshmod._reset_names()
+    meshmod._group_axes.clear()
+    for n, a in saved[0]:
+        meshmod.register_name(a, n)
+    meshmod._group_axes.update(saved[1])
+    refmesh._mesh_axis_names.clear()
+    refmesh._mesh_axis_names.update(saved[2])
+    refmesh._disambiguated_names.clear()
+    refmesh._disambiguated_names.update(saved[3])
+    refmesh._pg_to_mesh_axis.clear()
+    refmesh._pg_to_mesh_axis.update(saved[4])
+
+
+def test_world_axis_named_when_its_group_is_used_as_reference(mesh, fresh_names):
+    """The world axis prints as the flattening of the mesh's named axes
+    until the program uses the world group (here a raw all_reduce on it):
+    then the group's description, default_pg, names it.  Entering
+    typecheck() names nothing."""
+    import torch
+    import torch.distributed as dist
+
+    world_pg = dist.distributed_c10d._get_default_group()
+    seen = []
+    for lib in (spmd, fresh_names):
+        for name in ("dp", "tp"):
+            lib.MeshAxis.of(mesh.get_group(name))
+        world = lib.MeshAxis.of(8, 1)
+        steps = [repr(world)]
+        x = lib.assert_type(torch.ones(2), {world: lib.P})
+        with lib.set_current_mesh(mesh), lib.checker.typecheck():
+            steps.append(repr(world))
+            steps.append(str(lib.get_local_type(x)))
+            dist.all_reduce(x, group=world_pg)
+            steps.append(str(lib.get_local_type(x)))
+        steps.append(repr(lib.MeshAxis.of(world_pg)))
+        seen.append(steps)
+    assert seen[0] == seen[1]
+    assert seen[0] == ["{mesh_dp,mesh_tp}", "{mesh_dp,mesh_tp}", "{{mesh_dp,mesh_tp}: P}",
+                       "{default_pg: R}", "default_pg"]

@@ -125,3 +125,69 @@ def test_raw_collectives_unchecked_outside_typecheck(mesh, tp):
     x = typed(torch.ones(4), tp, R)
     dist.all_reduce(x, group=tp)  # no checking: runs, type untouched
     assert spmd.get_local_type(x) == {spmd.MeshAxis.of(tp): R}
+
+
+def test_all_gather_checks_each_tensor_of_its_output_list(tp_checked):
+    # dist.all_gather passes its outputs to c10d as a list of lists: every
+    # tensor in it is checked, and the index names the one that is wrong.
+    tp = tp_checked
+    x = typed(torch.ones(2), tp, V)
+    outs = [typed(torch.zeros(2), tp, R) for _ in range(4)]
+    dist.all_gather(outs, x, group=tp)
+    outs[2] = typed(torch.zeros(2), tp, V)
+    with pytest.raises(spmd.SpmdTypeError, match=r"^all_gather: expected output "
+                       r"tensor_list\[2\] type R/I on axis mesh_tp, got V"):
+        dist.all_gather(outs, x, group=tp)
+    outs[2] = spmd.assert_type(torch.zeros(2), {spmd.MeshAxis.of(2, 4): R})  # not on tp
+    with pytest.raises(spmd.SpmdTypeError, match=r"output tensor_list\[2\] has no type "
+                       r"for axis mesh_tp"):
+        dist.all_gather(outs, x, group=tp)
+
+
+def test_all_gather_wrong_output_list_as_reference(mesh, tp):
+    import reference
+    ref = reference.load()
+    reference.load("spmd_types.checker")
+    for lib in (spmd, ref):
+        x = lib.assert_type(torch.ones(2), {tp: lib.V})
+        outs = [lib.assert_type(torch.zeros(2), {tp: lib.V}) for _ in range(4)]
+        with lib.checker.typecheck():
+            with pytest.raises(Exception, match=r"all_gather: expected output "
+                               r"tensor_list\[0\] type") as e:
+                dist.all_gather(outs, x, group=tp)
+        assert type(e.value).__name__ == "SpmdTypeError"
+
+
+def _overlapping_permissive_all_reduce(lib, mesh, tp):
+    """x typed P on dp only; a raw all_reduce over the whole world (which
+    overlaps dp) in permissive mode."""
+    world = dist.distributed_c10d._get_default_group()
+    x = lib.assert_type(torch.ones(2), {lib.MeshAxis.of(mesh.get_group("dp")): lib.P})
+    with lib.checker.typecheck(strict_mode="permissive"):
+        dist.all_reduce(x, group=world)
+    return x
+
+
+def test_permissive_all_reduce_on_an_overlapping_group_is_refused(mesh, tp):
+    """Deliberate difference (docs/differences.md): the reference records R
+    on the world axis next to P on dp, a type whose axes overlap; cspmd
+    raises and leaves the tensor's type as it was."""
+    import reference
+    ref = reference.load()
+    reference.load("spmd_types.checker")
+    dp_axis = spmd.MeshAxis.of(mesh.get_group("dp"))
+    with pytest.raises(spmd.SpmdTypeError) as e:
+        _overlapping_permissive_all_reduce(spmd, mesh, tp)
+    world = spmd.MeshAxis.of(8, 1)
+    assert str(e.value).startswith(
+        f"all_reduce: the tensor has no type for axis {world!r} (permissive mode), so the "
+        f"collective would make it R there; but its type {{mesh_dp: P}} has an axis that "
+        f"overlaps {world!r}")
+    x = spmd.assert_type(torch.ones(2), {dp_axis: P})
+    with spmd.checker.typecheck(strict_mode="permissive"):
+        with pytest.raises(spmd.SpmdTypeError):
+            dist.all_reduce(x, group=dist.distributed_c10d._get_default_group())
+    assert spmd.get_local_type(x) == {dp_axis: P}  # unchanged
+    theirs = ref.get_local_type(_overlapping_permissive_all_reduce(ref, mesh, tp))
+    axes = list(theirs)
+    assert len(axes) == 2 and not axes[0].isorthogonal(axes[1])

@@ -362,10 +362,10 @@ def _bind_groups():
     import torch.distributed as dist
     if not dist.is_available() or not dist.is_initialized():
         return
-    from .mesh import MeshAxis
+    from .mesh import bind_group
     for pg in list(dist.distributed_c10d._world.pg_names):
         try:
-            MeshAxis.of(pg)
+            bind_group(pg)  # names no axis: the program has not used the group yet
         except Exception:  # a group whose ranks cannot be read: left unbound
             pass
 

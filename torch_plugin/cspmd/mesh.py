@@ -157,6 +157,33 @@ def set_dist(module: Any) -> None:
 _group_axes = weakref.WeakKeyDictionary()
 
 
+def _ranks_axis(pg):
+    import torch.distributed as dist
+
+    d = _dist_state["module"] or dist
+    try:
+        ranks = d.get_process_group_ranks(pg)
+    except Exception as e:  # not a process group
+        raise TypeError(f"expected a ProcessGroup, MeshAxis or axis name, got {pg!r}") from e
+    return MeshAxis(ops.axis_from_ranks(sorted(ranks)))
+
+
+def _group_desc(pg):
+    desc = getattr(pg, "group_desc", None)
+    return desc if desc and desc != "undefined" else None
+
+
+def bind_group(pg):
+    """Let raw torch.distributed collectives on ``pg`` find its axis, without
+    naming the axis: the group's description names it on the group's first
+    use (here or in a raw collective), as in the reference."""
+    axis = _ranks_axis(pg)
+    name = getattr(pg, "group_name", None)
+    if name:
+        ops.group_bind(name, axis.id, _group_desc(pg) or "")
+    return axis
+
+
 def _axis_of_group(pg):
     hook = getattr(pg, "__mesh_axis__", None)
     if callable(hook):
@@ -167,19 +194,9 @@ def _axis_of_group(pg):
         cached = None
     if cached is not None:
         return cached
-    import torch.distributed as dist
-
-    d = _dist_state["module"] or dist
-    try:
-        ranks = d.get_process_group_ranks(pg)
-    except Exception as e:  # not a process group
-        raise TypeError(f"expected a ProcessGroup, MeshAxis or axis name, got {pg!r}") from e
-    axis = MeshAxis(ops.axis_from_ranks(sorted(ranks)))
-    name = getattr(pg, "group_name", None)
-    if name:  # lets raw torch.distributed collectives find the group's axis
-        ops.group_bind(name, axis.id)
-    desc = getattr(pg, "group_desc", None)
-    if desc and desc != "undefined":
+    axis = bind_group(pg)
+    desc = _group_desc(pg)
+    if desc:
         register_name(axis, desc)
     try:
         _group_axes[pg] = axis
@@ -434,7 +451,8 @@ def process_group_for(axis):
     e = _current()
     if e is None or not e.pgs:
         raise RuntimeError("Passing an axis name to a redistribution or collective API requires "
-                           "an ambient DeviceMesh: use set_current_mesh(device_mesh).")
+                           "an ambient DeviceMesh. Wrap the call in set_current_mesh(device_mesh), "
+                           "or pass a ProcessGroup directly.")
     a = normalize_axis(axis) if isinstance(axis, str) else axis
     pg = e.pgs.get(a)
     if pg is None:
