@@ -282,6 +282,34 @@ std::vector<int64_t> rules_transition(int64_t op, int64_t axis, int64_t src_lt, 
 }
 
 
+// Inside torch.func.vmap Python code holds BatchedTensors (one per vmap
+// level), and inside torch.func.grad/vjp/jacrev TensorWrappers (one per
+// grad level); the ops reach the checker on the tensors they wrap, which
+// hold the types.  A BatchedTensor is unwrapped through its header.  The
+// TensorWrapper's header pulls in nlohmann/json, which torch does not ship,
+// so its value comes from functorch's own binding (get_unwrapped), called
+// only for a tensor that carries the FuncTorchGradWrapper key; the caller
+// holds the GIL (every function here is called from Python).
+at::Tensor grad_wrapper_value(const at::Tensor &t) {
+    static PyObject *get_unwrapped = [] {
+        py::object fn = py::module_::import("torch._C._functorch").attr("get_unwrapped");
+        return fn.release().ptr(); // kept for the life of the process
+    }();
+    return py::reinterpret_borrow<py::object>(get_unwrapped)(t).cast<at::Tensor>();
+}
+
+at::Tensor functorch_unwrapped(const at::Tensor &t) {
+    at::Tensor cur = t;
+    for (;;) {
+        if (auto *b = at::functorch::maybeGetBatchedImpl(cur))
+            cur = b->value();
+        else if (cur.defined() && cur.key_set().has(c10::DispatchKey::FuncTorchGradWrapper))
+            cur = grad_wrapper_value(cur);
+        else
+            return cur;
+    }
+}
+
 // The gradient-duality check of one gradient, in one call from a Python
 // hook: the forward type is the tensor's if it is alive, else `fallback`;
 // a V gradient where P is due is retyped P in place.  A no-op when the key
@@ -290,28 +318,20 @@ void grad_watch_check(const std::optional<at::Tensor> &t, int64_t fallback,
                       const at::Tensor &grad, std::string what) {
     if (!key_enabled() || !grad.defined())
         return;
-    cspmd_type_t fwd = t && t->defined() ? impl_get_type(t->unsafeGetTensorImpl())
-                                         : to_type(fallback);
+    cspmd_type_t fwd = t && t->defined()
+                           ? impl_get_type(functorch_unwrapped(*t).unsafeGetTensorImpl())
+                           : to_type(fallback);
     if (fwd == CSPMD_TYPE_UNTYPED)
         return;
-    cspmd_type_t g = impl_get_type(grad.unsafeGetTensorImpl()), out;
+    const at::Tensor inner = functorch_unwrapped(grad);
+    cspmd_type_t g = impl_get_type(inner.unsafeGetTensorImpl()), out;
     check(cspmd_grad_check(fwd, g, what.c_str(), &out));
     if (out != g)
-        impl_set_type(grad.unsafeGetTensorImpl(), out);
-}
-
-// Inside torch.func.vmap Python code holds BatchedTensors (one per vmap
-// level); the ops reach the checker on the tensors they wrap, which hold
-// the types.
-const at::Tensor &functorch_unwrapped(const at::Tensor &t) {
-    const at::Tensor *cur = &t;
-    while (auto *b = at::functorch::maybeGetBatchedImpl(*cur))
-        cur = &b->value();
-    return *cur;
+        impl_set_type(inner.unsafeGetTensorImpl(), out);
 }
 
 int64_t get_type(const at::Tensor &wrapped) {
-    const at::Tensor &t = functorch_unwrapped(wrapped);
+    const at::Tensor t = functorch_unwrapped(wrapped);
     cspmd_type_t own = impl_get_type(t.unsafeGetTensorImpl());
     if (t.is_view())
         return cspmd_type_view_read(own, impl_get_type(t._base().unsafeGetTensorImpl()));

@@ -9,7 +9,7 @@ import torch
 
 import cspmd as spmd
 import cspmd.checker
-from cspmd import P, R, V
+from cspmd import I, P, R, V
 
 
 @pytest.fixture
@@ -102,12 +102,15 @@ def test_assert_type_inside_vmap(ax):
                 torch.randn(3, 4))
 
 
-def test_func_grad_checks_ops_but_refuses_the_loss(ax):
-    """A documented limit (docs/limits.md): inside torch.func.grad/vjp the ops
-    are checked, but the wrapped tensors read as untyped, so a valid program's
-    loss is refused -- an error, never a silent pass."""
+def test_func_grad_types_and_values(ax):
+    """torch.func.grad/vjp hold TensorWrappers; the queries read (and
+    assert_type writes) the type of the tensor each wraps, so a valid loss
+    passes the loss check, the gradient has the dual type and torch's value,
+    and the ops inside are checked as everywhere."""
     p = spmd.assert_type(torch.randn(3), {ax: P})
+    i = spmd.assert_type(torch.randn(3), {ax: I})
     r = spmd.assert_type(torch.randn(3), {ax: R})
+    varying = spmd.assert_type(torch.ones(3), {ax: V})
     seen = []
 
     def loss(w):
@@ -115,10 +118,63 @@ def test_func_grad_checks_ops_but_refuses_the_loss(ax):
         return (w * 2).sum()
 
     with spmd.set_current_mesh({"tp": ax}), spmd.checker.typecheck():
+        g = torch.func.grad(loss)(p)
+        assert lt(g, ax) is R and torch.equal(g, torch.full((3,), 2.0))
+        g, value = torch.func.grad_and_value(lambda w: (w * w).sum())(i)
+        assert lt(g, ax) is I and lt(value, ax) is I
+        assert torch.allclose(g, 2 * i)
+        out, vjp_fn = torch.func.vjp(lambda w: w * 3, p)
+        (gv,) = vjp_fn(torch.ones(3))  # an untyped cotangent takes the dual of P
+        assert lt(out, ax) is P and lt(gv, ax) is R
+        assert torch.equal(gv, torch.full((3,), 3.0))
+        with pytest.raises(spmd.SpmdTypeError, match="must be R, but it is V"):
+            vjp_fn(varying)
+        # nested transforms: a second-order gradient, per-sample gradients
+        gg = torch.func.grad(lambda x: torch.func.grad(lambda w: (w ** 3).sum())(x).sum())(i)
+        assert lt(gg, ax) is I and torch.allclose(gg, 6 * i)
+        batch = spmd.assert_type(torch.randn(5, 3), {ax: I})
+        per_sample = torch.func.vmap(torch.func.grad(lambda w: (w * w).sum()))(batch)
+        assert lt(per_sample, ax) is I and torch.allclose(per_sample, 2 * batch)
+        # annotations inside the transform
+        with pytest.raises(spmd.SpmdTypeError, match="tensor has I, expected V"):
+            torch.func.grad(lambda w: (spmd.assert_type(w, {ax: V}) * 2).sum())(i)
+        # what is wrong is still refused: P through relu, an R loss
         with pytest.raises(spmd.SpmdTypeError, match="cannot propagate through non-linear"):
             torch.func.grad(lambda w: torch.relu(w).sum())(p)
         with pytest.raises(spmd.SpmdTypeError, match="cannot propagate through non-linear"):
             torch.func.vjp(torch.relu, p)
-        with pytest.raises(spmd.SpmdTypeError, match="no SPMD type annotation"):
+        with pytest.raises(spmd.SpmdTypeError, match="backward\\(\\) on a Replicate loss"):
             torch.func.grad(loss)(r)
-    assert seen == [{}]
+    assert seen == [{ax: P}, {ax: R}]
+
+
+def test_func_grad_where_the_reference_refuses(ax):
+    """Deliberate difference (docs/differences.md): the reference reads the
+    transforms' wrapped tensors as untyped and refuses the program in strict
+    mode; cspmd checks it and types the gradient."""
+    import reference
+    ref = reference.load()
+    reference.load("spmd_types.checker")
+    ref_ax = ref.MeshAxis.of(4, 1)
+    p = ref.assert_type(torch.randn(3), {ref_ax: ref.P})
+    with ref.set_current_mesh({"tp": ref_ax}), ref.checker.typecheck():
+        with pytest.raises(ref.SpmdTypeError, match="missing axis"):
+            torch.func.grad(lambda w: (w * 2).sum())(p)
+    p = spmd.assert_type(torch.randn(3), {ax: P})
+    with spmd.set_current_mesh({"tp": ax}), spmd.checker.typecheck():
+        assert lt(torch.func.grad(lambda w: (w * 2).sum())(p), ax) is R
+
+
+def test_jacrev_of_an_invariant_or_varying_output_is_refused(ax):
+    """A documented limit (docs/limits.md): jacrev (and hessian) make their
+    basis cotangents with factories inside the region, typed R, which is the
+    gradient only of a P output; for an I or V output the explicit-gradient
+    check refuses it -- an error, never a silent pass."""
+    p = spmd.assert_type(torch.randn(3), {ax: P})
+    with spmd.set_current_mesh({"tp": ax}), spmd.checker.typecheck():
+        j = torch.func.jacrev(lambda w: w * 2)(p)
+        assert lt(j, ax) is R and torch.equal(j, 2 * torch.eye(3))
+        for ty in (I, V):
+            x = spmd.assert_type(torch.randn(3), {ax: ty})
+            with pytest.raises(spmd.SpmdTypeError, match=f"must be {ty.name}, but it is R"):
+                torch.func.jacrev(lambda w: w * 2)(x)
