@@ -20,9 +20,7 @@ import reference
 MODULES = ["", ".checker", ".runtime", ".types", ".rules", ".rulecheck"]
 
 SKIP = {
-    # Not built yet (typing rules for custom autograd Functions).
-    ".rulecheck": "cspmd.rulecheck (needs cspmd.rules and LocalTensorMode) is not implemented "
-                  "yet",
+    # Not built yet.
     "register_no_typecheck": "pausing checking for a registered code object on the stack is not "
                              "implemented yet",
     # Constructed differently on purpose; users build axes with MeshAxis.of(...).

@@ -25,7 +25,7 @@ LAYERS = [
     ["runtime"],
     ["rules"],
     ["registration", "regions", "module", "reinterpret_mesh", "compiled"],
-    ["dtensor", "pytest_plugin"],
+    ["dtensor", "pytest_plugin", "rulecheck"],
     ["__init__"],
 ]
 LAYER = {m: i for i, layer in enumerate(LAYERS) for m in layer}
