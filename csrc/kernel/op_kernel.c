@@ -444,7 +444,7 @@ static int accumulates_in_backward(const cspmd_args_t *args, const cspmd_tensor_
     int written = 0;
     for (int i = 0; i < args->ntensors; i++)
         written += args->tensors[i].written;
-    if (written != 1 || r->elem >= 0 || !in_backward())
+    if (written != 1 || r->elem >= 0 || !cspmdk_in_backward())
         return 0;
     cspmd_infer_backward_relax(1);
     cspmd_status_t st = cspmd_type_check_mutation("", r->type, out, r->requires_grad, kept);
@@ -490,7 +490,7 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
             continue;
         st = cspmdk_check_mutation(call, args, r, out);
         cspmd_type_t kept;
-        if (st != CSPMD_OK && in_backward()) {
+        if (st != CSPMD_OK && cspmdk_in_backward()) {
             if (accumulates_in_backward(args, r, out, &kept)) {
                 out = kept;
                 continue;

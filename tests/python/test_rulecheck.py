@@ -144,6 +144,9 @@ def test_explicit_placements():
     with pytest.raises(rulecheck.RuleCheckError, match="cannot be split evenly"):
         rulecheck.rulecheck(matmul, args, {"a": {"dp": spmd.S(0), "tp": spmd.S(0)},
                                            "b": ok["b"]}, mesh={"dp": 2, "tp": 3})
+    with pytest.raises(ValueError, match=r"S\(2\) is out of range for a tensor of 2 dims"):
+        rulecheck.rulecheck(matmul, args, {"a": {"dp": spmd.R, "tp": spmd.S(2)},
+                                           "b": ok["b"]}, mesh=mesh)
     with pytest.raises(spmd.SpmdTypeError):  # the hook refuses P times P
         rulecheck.rulecheck(matmul, args, {"a": {"dp": spmd.R, "tp": spmd.P},
                                            "b": {"dp": spmd.R, "tp": spmd.P}}, mesh=mesh)

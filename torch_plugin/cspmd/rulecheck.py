@@ -131,8 +131,10 @@ def _split_placement(placement: Any, ndim: int) -> Tuple[Dict[str, Any], List[Tu
     dims: List[Tuple[str, ...]] = [() for _ in range(ndim)]
     for axis, typ in list(local.items()):
         if isinstance(typ, Shard):
-            d = typ.dim % ndim if ndim else typ.dim
-            dims[d] += (axis,)
+            if not -ndim <= typ.dim < ndim:
+                raise ValueError(f"rulecheck: placement {axis}: S({typ.dim}) is out of range "
+                                 f"for a tensor of {ndim} dims")
+            dims[typ.dim % ndim] += (axis,)
             local[axis] = V
     for d, entry in enumerate(spec or ()):
         if entry is not None:
