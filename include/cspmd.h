@@ -324,6 +324,19 @@ CSPMD_API cspmd_status_t cspmd_type_decode(const char *text, cspmd_type_t *out);
  * unchanged. */
 CSPMD_API cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n);
 CSPMD_API cspmd_status_t cspmd_mesh_pop(void);
+/* A mesh as one id: the axis set (as push takes it) and the local axes of
+ * that entry (each in the set: else MISUSE), interned -- equal meshes get
+ * equal ids, never 0.  Errors as push; NOMEM when the table is full.
+ * Thread-safe; changes no thread's state. */
+CSPMD_API cspmd_status_t cspmd_mesh_intern(const cspmd_axis_t *axes, int n,
+                                           const cspmd_axis_t *local, int nlocal, uint32_t *id);
+/* Make the calling thread's current mesh exactly id (its whole stack
+ * becomes that one entry; 0: no mesh).  For a front that keeps its own
+ * order-independent list of open regions and mirrors the innermost one
+ * here.  Errors: MISUSE (unknown id; nothing changes). */
+CSPMD_API cspmd_status_t cspmd_mesh_apply(uint32_t id);
+/* The calling thread's current mesh id (0: none). */
+CSPMD_API uint32_t cspmd_mesh_current_id(void);
 /* The current mesh's axes, outermost first (sorted by max stride desc);
  * returns their count, -1 when no mesh is current. */
 CSPMD_API int cspmd_mesh_current(cspmd_axis_t *axes /* CSPMD_MAX_AXES */);

@@ -19,21 +19,21 @@
 #define MESH_DEPTH 64
 
 typedef struct mesh_rec {
-    cspmd_axis_t axes[CSPMD_MAX_AXES]; /* outermost first, unused 0 */
-    uint32_t n;
+    cspmd_axis_t axes[CSPMD_MAX_AXES];  /* outermost first, unused 0 */
+    cspmd_axis_t local[CSPMD_MAX_AXES]; /* local axes (global mode), unused 0 */
+    uint32_t n, nlocal;
 } mesh_rec_t;
 
 static mesh_rec_t mesh_chunk0[CSPMDI_CHUNK];
 CSPMDI_TABLE_DEFINE(mesh_tab, "mesh", mesh_rec_t, sizeof(mesh_rec_t), MESH_CAP, 1, mesh_chunk0);
 
+/* The stack holds interned mesh ids: a mesh is its axis set and the local
+ * axes of that entry, so replacing the current mesh is one id write. */
 static _Thread_local uint32_t tl_stack[MESH_DEPTH];
 static _Thread_local int tl_depth;
 static _Thread_local int tl_enabled = 0;
 static _Thread_local int tl_strict = 1;
 static _Thread_local int tl_local = 1; /* typecheck(local=...) */
-/* Local axes of each stack entry (global mode: V needs no spec there). */
-static _Thread_local cspmd_axis_t tl_local_axes[MESH_DEPTH][CSPMD_MAX_AXES];
-static _Thread_local uint8_t tl_nlocal[MESH_DEPTH];
 
 /* Threads that never set checker state themselves -- the autograd engine's
  * device threads, which run a CUDA backward with the dispatch keys captured
@@ -53,13 +53,21 @@ static void publish(void)
     atomic_store_explicit(&g_local, tl_local, memory_order_relaxed);
 }
 
-cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n)
+static int has_axis(const cspmd_axis_t *axes, int n, cspmd_axis_t a)
 {
-    if (n < 0 || (n > 0 && axes == NULL))
-        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_push: bad axis list (n = %d)", n);
-    if (tl_depth == MESH_DEPTH)
-        return cspmd_error_set(CSPMD_ERR_NOMEM, "cspmd_mesh_push: mesh stack is full (%d entries)",
-                               MESH_DEPTH);
+    for (int j = 0; j < n; j++)
+        if (axes[j] == a)
+            return 1;
+    return 0;
+}
+
+cspmd_status_t cspmd_mesh_intern(const cspmd_axis_t *axes, int n, const cspmd_axis_t *local,
+                                 int nlocal, uint32_t *id)
+{
+    if (n < 0 || (n > 0 && axes == NULL) || nlocal < 0 || (nlocal > 0 && local == NULL) ||
+        id == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE,
+                               "cspmd_mesh_intern: bad arguments (n = %d, nlocal = %d)", n, nlocal);
     mesh_rec_t rec;
     memset(&rec, 0, sizeof rec);
     int m = 0;
@@ -67,14 +75,8 @@ cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n)
         if (!cspmdi_axis_valid(axes[i]))
             return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_push: unknown axis id %u",
                                    (unsigned)axes[i]);
-        if (cspmd_axis_size(axes[i]) == 1)
-            continue; /* size-1 axes are dropped from the mesh */
-        int dup = 0;
-        for (int j = 0; j < m; j++)
-            if (rec.axes[j] == axes[i])
-                dup = 1; /* a frozenset: the same axis twice is one axis */
-        if (dup)
-            continue;
+        if (cspmd_axis_size(axes[i]) == 1 || has_axis(rec.axes, m, axes[i]))
+            continue; /* size-1 axes are dropped; the same axis twice is one axis */
         if (m == CSPMD_MAX_AXES)
             return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_push: more than %d axes",
                                    CSPMD_MAX_AXES);
@@ -85,11 +87,52 @@ cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n)
         return st;
     cspmdi_axes_sort(rec.axes, m, 0); /* orthogonal: never tie */
     rec.n = (uint32_t)m;
+    int nl = 0;
+    for (int i = 0; i < nlocal; i++) {
+        if (!has_axis(rec.axes, m, local[i]))
+            return cspmd_error_set(CSPMD_ERR_MISUSE,
+                                   "cspmd_mesh_set_local_axes: axis %u is not in the current mesh",
+                                   (unsigned)local[i]);
+        if (!has_axis(rec.local, nl, local[i]))
+            rec.local[nl++] = local[i];
+    }
+    cspmdi_axes_sort(rec.local, nl, 0); /* one record per set */
+    rec.nlocal = (uint32_t)nl;
+    return cspmdi_table_intern(&mesh_tab, &rec, NULL, id);
+}
+
+cspmd_status_t cspmd_mesh_apply(uint32_t id)
+{
+    if (id != 0 && cspmdi_table_get(&mesh_tab, id) == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_apply: unknown mesh id %u",
+                               (unsigned)id);
+    if (id == 0) {
+        tl_depth = 0;
+    } else {
+        tl_stack[0] = id;
+        tl_depth = 1;
+    }
+    tl_owner = 1;
+    publish();
+    return CSPMD_OK;
+}
+
+uint32_t cspmd_mesh_current_id(void)
+{
+    return tl_depth ? tl_stack[tl_depth - 1] : 0u;
+}
+
+cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n)
+{
+    if (n < 0 || (n > 0 && axes == NULL))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_push: bad axis list (n = %d)", n);
+    if (tl_depth == MESH_DEPTH)
+        return cspmd_error_set(CSPMD_ERR_NOMEM, "cspmd_mesh_push: mesh stack is full (%d entries)",
+                               MESH_DEPTH);
     uint32_t id;
-    st = cspmdi_table_intern(&mesh_tab, &rec, NULL, &id);
+    cspmd_status_t st = cspmd_mesh_intern(axes, n, NULL, 0, &id);
     if (st != CSPMD_OK)
         return st;
-    tl_nlocal[tl_depth] = 0;
     tl_stack[tl_depth++] = id;
     tl_owner = 1;
     publish();
@@ -169,20 +212,13 @@ cspmd_status_t cspmd_mesh_set_local_axes(const cspmd_axis_t *axes, int n)
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_set_local_axes: bad axis list");
     if (tl_depth == 0)
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_set_local_axes: no current mesh");
-    cspmd_axis_t mesh[CSPMD_MAX_AXES];
-    int nm = cspmdi_mesh_axes(tl_stack[tl_depth - 1], mesh);
-    for (int i = 0; i < n; i++) {
-        int in = 0;
-        for (int j = 0; j < nm; j++)
-            in |= mesh[j] == axes[i];
-        if (!in)
-            return cspmd_error_set(CSPMD_ERR_MISUSE,
-                                   "cspmd_mesh_set_local_axes: axis %u is not in the current mesh",
-                                   (unsigned)axes[i]);
-    }
-    for (int i = 0; i < n; i++)
-        tl_local_axes[tl_depth - 1][i] = axes[i];
-    tl_nlocal[tl_depth - 1] = (uint8_t)n;
+    const mesh_rec_t *r = cspmdi_table_get(&mesh_tab, tl_stack[tl_depth - 1]);
+    uint32_t id;
+    cspmd_status_t st = cspmd_mesh_intern(r->axes, (int)r->n, axes, n, &id);
+    if (st != CSPMD_OK)
+        return st;
+    tl_stack[tl_depth - 1] = id;
+    publish();
     return CSPMD_OK;
 }
 
@@ -190,10 +226,12 @@ int cspmd_mesh_local_axes(cspmd_axis_t *axes)
 {
     if (!tl_owner || tl_depth == 0)
         return 0; /* device threads: no local axes (all global) */
-    int n = tl_nlocal[tl_depth - 1];
+    const mesh_rec_t *r = cspmdi_table_get(&mesh_tab, tl_stack[tl_depth - 1]);
+    if (r == NULL)
+        return 0;
     if (axes != NULL)
-        memcpy(axes, tl_local_axes[tl_depth - 1], (size_t)n * sizeof *axes);
-    return n;
+        memcpy(axes, r->local, r->nlocal * sizeof *axes);
+    return (int)r->nlocal;
 }
 
 cspmd_status_t cspmd_axis_is_global(cspmd_axis_t axis, int *global)

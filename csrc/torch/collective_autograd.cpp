@@ -179,6 +179,7 @@ at::Tensor reinterpret_call(const at::Tensor &x, const std::string &group, int64
 // for each other (x takes no gradient) an alias.
 at::Tensor collective_check_input(const at::Tensor &x, std::string fn, std::string group,
                                   int64_t axis, int64_t src_lt, int64_t src_dim) {
+    mailbox_poll();  // state posted by another thread (a region of ours closed there)
     if (!key_enabled())
         return x;
     cspmd_type_t out;
@@ -369,6 +370,7 @@ at::Tensor collective_autograd(const at::Tensor &x, int64_t op, std::string grou
                                IntList types, IntList dims, IntList sizes_a, IntList sizes_b,
                                IntList dtypes, bool expert, bool inplace,
                                const std::string &bad_options) {
+    mailbox_poll();  // state posted by another thread (a region of ours closed there)
     // The reduced-precision rule looks at grad mode as the caller has it,
     // and comes before the unknown-backward_options error.
     Resolved r = resolve(op, types, dims, !sizes_a.empty() || !sizes_b.empty(), expert);

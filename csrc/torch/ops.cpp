@@ -350,6 +350,7 @@ void mesh_push(IntList axes) {
 }
 
 std::vector<int64_t> mesh_current() {
+    mailbox_poll();
     cspmd_axis_t a[CSPMD_MAX_AXES];
     int n = cspmd_mesh_current(a);
     if (n < 0)
@@ -410,8 +411,36 @@ std::string shard_rule_name(const std::string &name, const std::string &overload
     return cspmd_shard_rule_name(cspmd_shard_rule_find(name.c_str(), overload.c_str()));
 }
 
+// set_current_mesh(): a mesh as one interned id (axes and local axes), and
+// the calling thread's current mesh set to one (0: none).
+int64_t mesh_intern(IntList axes, IntList local) {
+    auto a = to_axes(axes);
+    auto l = to_axes(local);
+    uint32_t id = 0;
+    check(cspmd_mesh_intern(a.data(), static_cast<int>(a.size()), l.data(),
+                            static_cast<int>(l.size()), &id));
+    return id;
+}
+
+void mesh_apply(int64_t id) {
+    if (id < 0 || id > INT32_MAX)
+        check(cspmd_error_set(CSPMD_ERR_MISUSE, "mesh_apply: bad mesh id %lld",
+                              static_cast<long long>(id)));
+    mailbox_discard_mesh();  // this thread's own change supersedes a post
+    check(cspmd_mesh_apply(static_cast<uint32_t>(id)));
+}
+
+int64_t mesh_current_id() {
+    mailbox_poll();
+    return cspmd_mesh_current_id();
+}
+
 // A region closed on another thread than its opener's: the opener's flags
-// go to its mailbox (thread_mailbox.cpp).
+// (or mesh) go to its mailbox (thread_mailbox.cpp).
+bool mesh_post(int64_t mailbox, int64_t mesh) {
+    return mailbox_post_mesh(mailbox, static_cast<uint32_t>(mesh));
+}
+
 int64_t checker_mailbox() { return mailbox_open(); }
 bool checker_post(int64_t mailbox, bool enabled, bool strict, bool local) {
     return mailbox_post(mailbox, enabled, strict, local);
@@ -593,6 +622,10 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(partial_decl_pop);
         CSPMD_BIND(partial_decl_depth);
         CSPMD_BIND(redistribute_plan);
+        CSPMD_BIND(mesh_intern);
+        CSPMD_BIND(mesh_apply);
+        CSPMD_BIND(mesh_current_id);
+        CSPMD_BIND(mesh_post);
         CSPMD_BIND(shard_rule_name);
         CSPMD_BIND(checker_mailbox);
         CSPMD_BIND(checker_post);

@@ -39,9 +39,14 @@ bool key_pause(bool paused);
 // mailbox (false if its thread has ended); drop what was posted to the
 // calling thread (it set its flags itself); apply what was posted to it
 // (true if something was).
+// The current mesh (an interned id, 0 for none) is posted, dropped and
+// applied the same way, on its own.  mailbox_poll returns true only if
+// flags were posted.
 int64_t mailbox_open();
 bool mailbox_post(int64_t id, bool enabled, bool strict, bool local);
+bool mailbox_post_mesh(int64_t id, uint32_t mesh);
 void mailbox_discard();
+void mailbox_discard_mesh();
 bool mailbox_poll();
 
 // A conversion that changes nothing (collective_autograd.cpp): checks (when

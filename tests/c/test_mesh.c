@@ -80,6 +80,54 @@ START_TEST(test_trivial_axes_dropped)
 }
 END_TEST
 
+/* A mesh as one interned id (axes and local axes) and a thread's current
+ * mesh set to exactly one id: what the front mirrors its open regions with. */
+START_TEST(test_intern_apply)
+{
+    cspmd_axis_t a[CSPMD_MAX_AXES];
+    uint32_t plain, local, again, tp_only;
+    ck_assert_int_eq(cspmd_mesh_intern((cspmd_axis_t[]){TP, DP}, 2, NULL, 0, &plain), CSPMD_OK);
+    ck_assert_int_eq(cspmd_mesh_intern((cspmd_axis_t[]){TP, DP}, 2, &DP, 1, &local), CSPMD_OK);
+    ck_assert_int_eq(cspmd_mesh_intern((cspmd_axis_t[]){DP, TP, TP}, 3, (cspmd_axis_t[]){DP, DP},
+                                       2, &again),
+                     CSPMD_OK);
+    ck_assert_int_eq(cspmd_mesh_intern(&TP, 1, NULL, 0, &tp_only), CSPMD_OK);
+    ck_assert_uint_ne(plain, 0);
+    ck_assert_uint_ne(plain, local);
+    ck_assert_uint_eq(local, again);
+    ck_assert_int_eq(cspmd_mesh_current(a), -1); /* interning changes no thread's state */
+    /* apply replaces the whole stack, whatever was pushed */
+    ck_assert_int_eq(cspmd_mesh_push(&TP, 1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_mesh_push(&TP, 1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_mesh_apply(local), CSPMD_OK);
+    ck_assert_uint_eq(cspmd_mesh_current_id(), local);
+    ck_assert_int_eq(cspmd_mesh_current(a), 2);
+    ck_assert_int_eq(cspmd_mesh_local_axes(a), 1);
+    ck_assert_uint_eq(a[0], DP);
+    ck_assert_int_eq(cspmd_mesh_apply(tp_only), CSPMD_OK);
+    ck_assert_int_eq(cspmd_mesh_local_axes(a), 0);
+    ck_assert_int_eq(cspmd_mesh_pop(), CSPMD_OK);
+    ck_assert_int_eq(cspmd_mesh_pop(), CSPMD_ERR_MISUSE); /* one entry only */
+    ck_assert_int_eq(cspmd_mesh_apply(plain), CSPMD_OK);
+    ck_assert_int_eq(cspmd_mesh_apply(0), CSPMD_OK);
+    ck_assert_int_eq(cspmd_mesh_current(a), -1);
+    ck_assert_uint_eq(cspmd_mesh_current_id(), 0);
+    /* set_local_axes replaces the top entry by the same mesh with local axes */
+    ck_assert_int_eq(cspmd_mesh_push((cspmd_axis_t[]){TP, DP}, 2), CSPMD_OK);
+    ck_assert_uint_eq(cspmd_mesh_current_id(), plain);
+    ck_assert_int_eq(cspmd_mesh_set_local_axes(&DP, 1), CSPMD_OK);
+    ck_assert_uint_eq(cspmd_mesh_current_id(), local);
+    ck_assert_int_eq(cspmd_mesh_pop(), CSPMD_OK);
+    /* errors change nothing */
+    ck_assert_int_eq(cspmd_mesh_apply(123456), CSPMD_ERR_MISUSE);
+    ck_assert_str_eq(cspmd_last_error(), "cspmd_mesh_apply: unknown mesh id 123456");
+    ck_assert_uint_eq(cspmd_mesh_current_id(), 0);
+    ck_assert_int_eq(cspmd_mesh_intern(&TP, 1, &DP, 1, &again), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_mesh_intern(&TP, 1, NULL, 1, &again), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_mesh_intern(&TP, 1, NULL, 0, NULL), CSPMD_ERR_MISUSE);
+}
+END_TEST
+
 START_TEST(test_push_errors)
 {
     cspmd_axis_t a[CSPMD_MAX_AXES];
@@ -209,6 +257,7 @@ Suite *suite_mesh(void)
     tcase_add_test(tc, test_push_pop);
     tcase_add_test(tc, test_trivial_axes_dropped);
     tcase_add_test(tc, test_push_errors);
+    tcase_add_test(tc, test_intern_apply);
     tcase_add_test(tc, test_depth_limit);
     tcase_add_test(tc, test_checker_flags);
     tcase_add_test(tc, test_per_thread);

@@ -1,9 +1,10 @@
 """Mesh axes and the per-thread current mesh.
 
 A ``MeshAxis`` is an interned layout id of the C core; equal layouts are the
-same object.  The current-mesh stack lives in the core (per thread); this
-module keeps, beside it, what only Python needs: axis names and the process
-groups of a DeviceMesh.
+same object.  The open set_current_mesh() regions of a thread are kept here,
+in the order they were entered, with what only Python needs (axis names,
+the process groups of a DeviceMesh); the core holds the innermost one's
+interned mesh id, the only one the checker reads.
 """
 
 import contextlib
@@ -267,24 +268,84 @@ def _reset_names():
 # ---- the current mesh ------------------------------------------------------
 
 class _Entry:
-    __slots__ = ("axes", "names", "all_names", "pgs", "local_axes")
+    __slots__ = ("axes", "names", "all_names", "pgs", "local_axes", "id")
 
-    def __init__(self, axes, names, all_names, pgs, local_axes=frozenset()):
+    def __init__(self, axes, names, all_names, pgs, local_axes=frozenset(), id=0):
         self.axes, self.names, self.all_names, self.pgs = axes, names, all_names, pgs
-        self.local_axes = local_axes
+        self.local_axes, self.id = local_axes, id
 
     def with_local_axes(self, local_axes):
-        return _Entry(self.axes, self.names, self.all_names, self.pgs, local_axes)
+        """A new entry (each open region is its own object) with these local
+        axes and its interned core mesh id."""
+        mesh_id = ops.mesh_intern([a.id for a in self.axes], [a.id for a in local_axes])
+        return _Entry(self.axes, self.names, self.all_names, self.pgs, local_axes, mesh_id)
 
 
 _tls = threading.local()
 
 
-def _stack():
-    s = getattr(_tls, "stack", None)
+class _MeshState:
+    """A thread's open set_current_mesh() regions, in the order they were
+    entered (a region may close out of order, or on another thread)."""
+
+    __slots__ = ("frames", "owner", "mailbox", "lock")
+
+    def __init__(self):
+        self.frames = []
+        self.owner = threading.get_ident()
+        self.mailbox = ops.checker_mailbox()  # where other threads post its mesh
+        self.lock = threading.Lock()
+
+
+def _state():
+    s = getattr(_tls, "mesh", None)
     if s is None:
-        s = _tls.stack = []
+        s = _tls.mesh = _MeshState()
     return s
+
+
+def _stack():
+    return _state().frames
+
+
+# Whatever order regions close in, and on whichever thread, the opener's
+# core mesh is that of its innermost region still open (or none).  Every
+# step is safe to interrupt: an exception raised anywhere in entry or exit
+# leaves the regions list and the core consistent.
+
+def _apply(s, mesh_id):
+    if threading.get_ident() == s.owner:
+        ops.mesh_apply(mesh_id)
+    else:
+        # A region of another thread closed here: this thread's mesh stays;
+        # the owner applies the posted one at its next op or collective.
+        ops.mesh_post(s.mailbox, mesh_id)
+
+
+def _sync(s):
+    with s.lock:
+        mesh_id = s.frames[-1].id if s.frames else 0
+        try:
+            _apply(s, mesh_id)
+        except BaseException:  # interrupted mid-switch: finish it, then report
+            _apply(s, mesh_id)
+            raise
+
+
+def _enter(s, entry):
+    s.frames.append(entry)
+    _sync(s)
+
+
+def _leave(s, entry):
+    """Close entry wherever it is among the open ones (no-op if it is not)."""
+    try:
+        for i in range(len(s.frames) - 1, -1, -1):
+            if s.frames[i] is entry:
+                del s.frames[i]
+                break
+    finally:
+        _sync(s)
 
 
 def _entry_of(axes):
@@ -377,16 +438,12 @@ def set_current_mesh(axes: Any = None, *, local_axes: Iterable[Any] = ()) -> Ite
     """
     entry = _entry_of(axes)
     entry = entry.with_local_axes(_resolve_local_axes(local_axes, entry))
-    ops.mesh_push([a.id for a in entry.axes])
-    if entry.local_axes:
-        ops.mesh_set_local_axes([a.id for a in entry.local_axes])
-    stack = _stack()
-    stack.append(entry)
+    s = _state()  # the opener's, wherever the region is closed
     try:
+        _enter(s, entry)
         yield
     finally:
-        stack.pop()
-        ops.mesh_pop()
+        _leave(s, entry)
 
 
 def _current():
