@@ -13,9 +13,7 @@ nothing.
 """
 
 import ctypes
-import glob
 import os
-import re
 import sys
 
 import torch
@@ -61,14 +59,7 @@ def main():
     cg.cg_stop()
     if out_prefix is None:
         return
-    totals = {}
-    for path in glob.glob(out_prefix + "*"):
-        with open(path) as fh:
-            text = fh.read()
-        m = re.search(r"Client Request: (\S+)", text)
-        t = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
-        if m and t:
-            totals[m.group(1)] = int(t.group(1))
+    totals = common.callgrind_totals(out_prefix)
     base = totals["empty.plain"]
     print(f"{'op':6s} {'plain':>8s} {'local-plain':>12s} {'global-local':>13s}")
     for op in fns:

@@ -6,9 +6,11 @@ the benchmark processes: they are never dependencies of cspmd.
 """
 
 import contextlib
+import glob
 import json
 import os
 import platform
+import re
 import sys
 import timeit
 
@@ -107,3 +109,17 @@ def both(a, b):
 @contextlib.contextmanager
 def nothing():
     yield
+
+
+def callgrind_totals(out_prefix):
+    """{client-request tag: instructions} of the callgrind dumps written as
+    ``out_prefix*`` (each dump names the tag it was requested under)."""
+    totals = {}
+    for path in glob.glob(out_prefix + "*"):
+        with open(path) as fh:
+            text = fh.read()
+        m = re.search(r"Client Request: (\S+)", text)
+        t = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
+        if m and t:
+            totals[m.group(1)] = int(t.group(1))
+    return totals

@@ -42,6 +42,21 @@ static inline void h_teardown(void)
     cspmd_checker_set(0, 1);
 }
 
+/* Global mode on a dp x tp mesh, for the suites that test global types. */
+static inline void h_global_setup(void)
+{
+    h_setup();
+    cspmd_axis_t mesh[2] = {DP, TP};
+    ck_assert_int_eq(cspmd_mesh_push(mesh, 2), CSPMD_OK);
+    cspmd_checker_set_local(0);
+}
+
+static inline void h_global_teardown(void)
+{
+    cspmd_checker_set_local(1);
+    h_teardown();
+}
+
 /* A type with the given local types on dp and tp (NONE = absent). */
 static inline cspmd_type_t ty(cspmd_ltype_t dp, cspmd_ltype_t tp)
 {

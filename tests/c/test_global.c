@@ -6,20 +6,6 @@
 
 #include "infer_helpers.h"
 
-static void setup(void)
-{
-    h_setup();
-    cspmd_axis_t mesh[2] = {DP, TP};
-    ck_assert_int_eq(cspmd_mesh_push(mesh, 2), CSPMD_OK);
-    cspmd_checker_set_local(0);
-}
-
-static void teardown(void)
-{
-    cspmd_checker_set_local(1);
-    h_teardown();
-}
-
 /* dp, tp local types plus "tp shards dim d" (d < 0: no spec) on ndim dims. */
 static cspmd_type_t gty(cspmd_ltype_t dp, cspmd_ltype_t tp, int ndim, int tp_dim, int dp_dim)
 {
@@ -473,7 +459,7 @@ Suite *suite_global(void)
 {
     Suite *s = suite_create("global");
     TCase *tc = tcase_create("global");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, h_global_setup, h_global_teardown);
     tcase_add_test(tc, test_mode_and_local_axes);
     tcase_add_test(tc, test_operand_check);
     tcase_add_test(tc, test_mm_rows_columns_and_contraction);

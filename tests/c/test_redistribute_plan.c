@@ -5,20 +5,6 @@
 
 #include "infer_helpers.h"
 
-static void setup(void)
-{
-    h_setup();
-    cspmd_axis_t mesh[2] = {DP, TP};
-    ck_assert_int_eq(cspmd_mesh_push(mesh, 2), CSPMD_OK);
-    cspmd_checker_set_local(0);
-}
-
-static void teardown(void)
-{
-    cspmd_checker_set_local(1);
-    h_teardown();
-}
-
 /* A 2-D type: dp, tp local types (NONE: absent); d0 / d1 list the axes
  * sharding dims 0 / 1 ("" none, "d", "t", "dt" dp then tp, "td"). */
 static cspmd_type_t T(cspmd_ltype_t dp, cspmd_ltype_t tp, const char *d0, const char *d1)
@@ -178,7 +164,7 @@ Suite *suite_redistribute_plan(void)
 {
     Suite *s = suite_create("redistribute_plan");
     TCase *tc = tcase_create("plan");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, h_global_setup, h_global_teardown);
     tcase_add_test(tc, test_single_axis_routes);
     tcase_add_test(tc, test_two_axes_and_the_innermost_rule);
     tcase_add_test(tc, test_refusals);
