@@ -318,8 +318,8 @@ CSPMD_API cspmd_status_t cspmd_type_decode(const char *text, cspmd_type_t *out);
 /* ===================================================================== */
 
 /* Current mesh stack.  push interns the axis set (trivial axes dropped,
- * repeated axes collapsed, orthogonality checked: SPMD_TYPE; unknown ids
- * or more than CSPMD_MAX_AXES axes: MISUSE), pop removes the top (MISUSE
+ * repeated axes collapsed, orthogonality checked: SPMD_TYPE; unknown ids:
+ * MISUSE; more than CSPMD_MAX_AXES axes: VALUE), pop removes the top (MISUSE
  * if empty).  Depth is bounded (NOMEM past 64).  On error the stack is
  * unchanged. */
 CSPMD_API cspmd_status_t cspmd_mesh_push(const cspmd_axis_t *axes, int n);
@@ -1183,18 +1183,24 @@ CSPMD_API cspmd_status_t cspmd_annotation_check_spec(int has_spec, const cspmd_a
  * cspmd._lib.ops.<name> for cspmd_<name>.  The shim binds every row with
  * one marshaller (csrc/torch/core_calls.cpp) that reads each parameter by
  * its C type: an integer, id or enum from an int; const char * from a str;
- * a run of const T * parameters followed by int n from one list each (n is
- * their common length); a non-const T * is an output, returned.  A status
- * result is raised as the Python exception of its status.  A function whose
- * parameters fit those rules needs only its row here. */
+ * a cspmd_ctype_t from a pair (local type, shard dim); a run of const T *
+ * parameters followed by int n from one list each (n is their common
+ * length); a non-const T * is an output, returned.  A status result is
+ * raised as the Python exception of its status; another result is returned
+ * ahead of the outputs.  A function whose parameters fit those rules needs
+ * only its row here. */
 #define CSPMD_PY_CALL_LIST(X)                                                        \
-    X(axis_from_ranks) X(axis_name_add) X(axis_names_reset)                         \
-    X(axes_check_orthogonal) X(axes_flatten) X(axis_key_of_name)                    \
+    X(axis_intern) X(axis_from_ranks) X(axis_display) X(axis_le_checked)            \
+    X(axis_name_add) X(axis_names_reset) X(axis_print_debug_set) X(axis_print_debug) \
+    X(axes_orthogonal) X(axes_check_orthogonal) X(axes_flatten) X(axis_key_of_name) \
     X(type_refine) X(type_dual) X(ltype_dual) X(type_local) X(type_merge_scalars)   \
     X(type_mutate) X(type_reinterpret_no_grad) X(type_reinterpret_mesh)             \
     X(type_to_mesh) X(type_carry) X(loss_check) X(grad_check) X(grad_seed)          \
-    X(pending_scalars) X(group_bind) X(mesh_pop) X(rule_count) X(rule_find)          \
-    X(annotation_merge_check) X(annotation_check_spec)
+    X(pending_scalars) X(group_bind) X(mesh_intern) X(checker_set_local)            \
+    X(partial_decl_push) X(partial_decl_pop) X(partial_decl_depth)                  \
+    X(rule_count) X(rule_find) X(shard_rule_find) X(shard_rule_name)                \
+    X(coll_noop) X(coll_validate) X(coll_split) X(coll_split_backward_dtype)        \
+    X(rules_transition) X(annotation_merge_check) X(annotation_check_spec)
 
 #ifdef __cplusplus
 }

@@ -74,15 +74,6 @@ static const char *key_text(cspmd_axis_key_t key, const char **quote)
     return name;
 }
 
-/* R, I, V, P, or S(d) for a V with a shard dim. */
-static void ctype_text(cspmd_ltype_t lt, int32_t shard_dim, char *buf, size_t len)
-{
-    if (lt == CSPMD_LT_V && shard_dim >= 0)
-        snprintf(buf, len, "S(%d)", (int)shard_dim);
-    else
-        snprintf(buf, len, "%s", cspmd_ltype_letter(lt));
-}
-
 static cspmd_status_t check_entries(const char *fn, const cspmd_ltype_t *ltypes, int n)
 {
     if (n < 0)
@@ -111,11 +102,10 @@ cspmd_status_t cspmd_annotation_merge_check(const cspmd_axis_key_t *keys,
             if (ltypes[i] == ltypes[j] && di == dj)
                 break; /* agrees with the first entry of this key */
             const char *q, *k = key_text(keys[j], &q);
-            char a[32], b[32]; /* "S(" + an int32 + ")" fits */
-            ctype_text(ltypes[i], shard_dims[i], a, sizeof a);
-            ctype_text(ltypes[j], shard_dims[j], b, sizeof b);
+            cspmd_ctype_t a = {ltypes[i], shard_dims[i]}, b = {ltypes[j], shard_dims[j]};
             return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
-                                   "Conflicting types on axis %s%s%s: %s and %s", q, k, q, a, b);
+                                   "Conflicting types on axis %s%s%s: %s and %s", q, k, q,
+                                   cspmdi_ctype_text(a).s, cspmdi_ctype_text(b).s);
         }
     return CSPMD_OK;
 }

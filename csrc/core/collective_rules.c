@@ -11,29 +11,24 @@
 #include "core.h"
 #include "cspmd.h"
 
-typedef struct tname {
-    char s[48];
-} tname_t;
-
-/* The str() of a src/dst value. */
-static tname_t ct_str(cspmd_ctype_t t)
+cspmdi_ctype_text_t cspmdi_ctype_text(cspmd_ctype_t t)
 {
-    tname_t r;
-    if (t.ltype == CSPMD_LT_V && t.shard_dim >= 0)
+    cspmdi_ctype_text_t r;
+    if (cspmdi_is_shard(t))
         snprintf(r.s, sizeof r.s, "S(%d)", (int)t.shard_dim);
     else
         snprintf(r.s, sizeof r.s, "%s", cspmd_ltype_letter(t.ltype));
     return r;
 }
 
-static int is_shard(cspmd_ctype_t t)
+int cspmdi_is_shard(cspmd_ctype_t t)
 {
     return t.ltype == CSPMD_LT_V && t.shard_dim >= 0;
 }
 
 static int is_plain(cspmd_ctype_t t, cspmd_ltype_t lt)
 {
-    return t.ltype == lt && !is_shard(t);
+    return t.ltype == lt && !cspmdi_is_shard(t);
 }
 
 static int ct_valid(cspmd_ctype_t t)
@@ -55,7 +50,7 @@ static cspmd_status_t check_reduce_src(const char *fn, cspmd_ctype_t src)
 {
     if (is_plain(src, CSPMD_LT_P) || is_plain(src, CSPMD_LT_V))
         return CSPMD_OK;
-    tname_t s = ct_str(src);
+    cspmdi_ctype_text_t s = cspmdi_ctype_text(src);
     if (is_plain(src, CSPMD_LT_R) || is_plain(src, CSPMD_LT_I))
         return cspmd_error_set(CSPMD_ERR_VALUE,
                                "%s src must be P, got %s. %s on replicated/invariant data is "
@@ -67,8 +62,8 @@ static cspmd_status_t check_reduce_src(const char *fn, cspmd_ctype_t src)
 
 static cspmd_status_t validate_reinterpret(cspmd_ctype_t src, cspmd_ctype_t dst, int expert)
 {
-    tname_t s = ct_str(src), d = ct_str(dst);
-    if (is_shard(src) || is_shard(dst))
+    cspmdi_ctype_text_t s = cspmdi_ctype_text(src), d = cspmdi_ctype_text(dst);
+    if (cspmdi_is_shard(src) || cspmdi_is_shard(dst))
         return cspmd_error_set(CSPMD_ERR_VALUE,
                                "reinterpret does not support S(i). Use V instead, or use convert "
                                "for semantics-preserving conversions. Got src=%s, dst=%s",
@@ -116,7 +111,7 @@ static cspmd_status_t validate_reinterpret(cspmd_ctype_t src, cspmd_ctype_t dst,
 
 static cspmd_status_t validate_convert(cspmd_ctype_t src, cspmd_ctype_t dst, int expert)
 {
-    tname_t s = ct_str(src), d = ct_str(dst);
+    cspmdi_ctype_text_t s = cspmdi_ctype_text(src), d = cspmdi_ctype_text(dst);
     cspmd_ltype_t a = src.ltype, b = dst.ltype; /* S(.) -> V */
     if (!expert) {
         if (a == CSPMD_LT_R && b == CSPMD_LT_I)
@@ -136,7 +131,7 @@ static cspmd_status_t validate_convert(cspmd_ctype_t src, cspmd_ctype_t dst, int
                                    s.s, s.s);
     }
     if (a == b) {
-        if (is_shard(src) && is_shard(dst) && src.shard_dim != dst.shard_dim)
+        if (cspmdi_is_shard(src) && cspmdi_is_shard(dst) && src.shard_dim != dst.shard_dim)
             return cspmd_error_set(CSPMD_ERR_VALUE,
                                    "convert(S(%d), S(%d)) cannot change the shard dimension "
                                    "without communication. Use all_to_all() instead.",
@@ -168,7 +163,7 @@ cspmd_status_t cspmd_coll_validate(cspmd_coll_t op, cspmd_ctype_t src, cspmd_cty
                                "cspmd_coll_validate: bad src/dst (ltype %d/%d, shard_dim %d/%d)",
                                (int)src.ltype, (int)dst.ltype, (int)src.shard_dim,
                                (int)dst.shard_dim);
-    tname_t s = ct_str(src), d = ct_str(dst);
+    cspmdi_ctype_text_t s = cspmdi_ctype_text(src), d = cspmdi_ctype_text(dst);
     cspmd_status_t st;
     switch (op) {
     case CSPMD_COLL_ALL_REDUCE:
@@ -261,23 +256,23 @@ static cspmd_status_t convert_bwd(cspmd_ctype_t src, cspmd_ctype_t dst, cspmd_co
     if (a == CSPMD_LT_V && b == CSPMD_LT_P) /* V|S(d) -> P: convert(R, V|S(d)) */
         return set_bwd(bop, bsrc, bdst, CSPMD_COLL_CONVERT, CT(CSPMD_LT_R, -1), src);
     return cspmd_error_set(CSPMD_ERR_VALUE, "convert(%s, %s) has no backward",
-                           ct_str(src).s, ct_str(dst).s);
+                           cspmdi_ctype_text(src).s, cspmdi_ctype_text(dst).s);
 }
 
 static cspmd_status_t all_to_all_bwd(cspmd_ctype_t src, cspmd_ctype_t dst, cspmd_coll_t *bop,
                                      cspmd_ctype_t *bsrc, cspmd_ctype_t *bdst)
 {
-    if (!is_shard(src) && !is_shard(dst)) /* V->V: stack, dims swapped */
+    if (!cspmdi_is_shard(src) && !cspmdi_is_shard(dst)) /* V->V: stack, dims swapped */
         return set_bwd(bop, bsrc, bdst, CSPMD_COLL_ALL_TO_ALL, CT(CSPMD_LT_V, -1),
                        CT(CSPMD_LT_V, -1));
     /* Shard semantics: forward split_dim / concat_dim; the
      * backward splits on the forward's concat dim and concatenates on its
      * split dim: all_to_all(S(split_dim), S(concat_dim)). */
     int32_t split, concat;
-    if (is_shard(src) && is_shard(dst)) {
+    if (cspmdi_is_shard(src) && cspmdi_is_shard(dst)) {
         split = dst.shard_dim;
         concat = src.shard_dim;
-    } else if (is_shard(src)) {
+    } else if (cspmdi_is_shard(src)) {
         split = src.shard_dim;
         concat = 0;
     } else {
@@ -342,7 +337,7 @@ cspmd_status_t cspmd_coll_backward(cspmd_coll_t op, cspmd_ctype_t src, cspmd_cty
     case CSPMD_COLL_REDISTRIBUTE:
         /* The backward of the op redistribute routes to. */
         if (a == b) {
-            if (is_shard(src) && is_shard(dst) && src.shard_dim != dst.shard_dim)
+            if (cspmdi_is_shard(src) && cspmdi_is_shard(dst) && src.shard_dim != dst.shard_dim)
                 return all_to_all_bwd(src, dst, bop, bsrc, bdst);
             return set_bwd(bop, bsrc, bdst, CSPMD_COLL_REDISTRIBUTE, dst, src);
         }
@@ -493,7 +488,7 @@ cspmd_status_t cspmd_coll_route(cspmd_ctype_t src, cspmd_ctype_t dst, cspmd_coll
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_route: bad arguments");
     cspmd_ltype_t a = src.ltype, b = dst.ltype;
     if (a == b) {
-        *op = is_shard(src) && is_shard(dst) && src.shard_dim != dst.shard_dim
+        *op = cspmdi_is_shard(src) && cspmdi_is_shard(dst) && src.shard_dim != dst.shard_dim
                   ? CSPMD_COLL_ALL_TO_ALL
                   : CSPMD_COLL_REDISTRIBUTE; /* no-op: the input itself */
     } else if (a == CSPMD_LT_V && (b == CSPMD_LT_R || b == CSPMD_LT_I)) {
@@ -522,11 +517,11 @@ cspmd_status_t cspmd_coll_dims(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_dims: NULL output");
     switch (op) {
     case CSPMD_COLL_ALL_GATHER: /* a = gather_dim */
-        if (has_split_sizes && !is_shard(src))
+        if (has_split_sizes && !cspmdi_is_shard(src))
             return cspmd_error_set(CSPMD_ERR_VALUE, "all_gather: split_sizes is only supported "
                                                     "with src=S(i), got src=%s",
-                                   ct_str(src).s);
-        if (is_shard(src)) {
+                                   cspmdi_ctype_text(src).s);
+        if (cspmdi_is_shard(src)) {
             if (*dim_a >= 0 && *dim_a != src.shard_dim)
                 return dim_conflict("all_gather", "gather_dim", *dim_a, src.shard_dim);
             *dim_a = src.shard_dim;
@@ -535,11 +530,11 @@ cspmd_status_t cspmd_coll_dims(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t
         }
         return CSPMD_OK;
     case CSPMD_COLL_REDUCE_SCATTER: /* a = scatter_dim */
-        if (has_split_sizes && !is_shard(dst))
+        if (has_split_sizes && !cspmdi_is_shard(dst))
             return cspmd_error_set(CSPMD_ERR_VALUE, "reduce_scatter: split_sizes is only "
                                                     "supported with dst=S(i), got dst=%s",
-                                   ct_str(dst).s);
-        if (is_shard(dst)) {
+                                   cspmdi_ctype_text(dst).s);
+        if (cspmdi_is_shard(dst)) {
             if (*dim_a >= 0 && *dim_a != dst.shard_dim)
                 return dim_conflict("reduce_scatter", "scatter_dim", *dim_a, dst.shard_dim);
             *dim_a = dst.shard_dim;
@@ -550,18 +545,18 @@ cspmd_status_t cspmd_coll_dims(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t
     case CSPMD_COLL_ALL_TO_ALL: /* a = split_dim, b = concat_dim */
         /* S(i)->S(j): split j, concat i.  S(i)->V: split i.  V->S(j):
          * concat j.  Defaults 0 (asymmetric on purpose). */
-        if (is_shard(src) && is_shard(dst)) {
+        if (cspmdi_is_shard(src) && cspmdi_is_shard(dst)) {
             if (*dim_a >= 0 && *dim_a != dst.shard_dim)
                 return dim_conflict("all_to_all", "split_dim", *dim_a, dst.shard_dim);
             if (*dim_b >= 0 && *dim_b != src.shard_dim)
                 return dim_conflict("all_to_all", "concat_dim", *dim_b, src.shard_dim);
             *dim_a = dst.shard_dim;
             *dim_b = src.shard_dim;
-        } else if (is_shard(src)) {
+        } else if (cspmdi_is_shard(src)) {
             if (*dim_a >= 0 && *dim_a != src.shard_dim)
                 return dim_conflict("all_to_all", "split_dim", *dim_a, src.shard_dim);
             *dim_a = src.shard_dim;
-        } else if (is_shard(dst)) {
+        } else if (cspmdi_is_shard(dst)) {
             if (*dim_b >= 0 && *dim_b != dst.shard_dim)
                 return dim_conflict("all_to_all", "concat_dim", *dim_b, dst.shard_dim);
             *dim_b = dst.shard_dim;
@@ -579,7 +574,9 @@ cspmd_status_t cspmd_coll_dims(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t
     case CSPMD_COLL_CONVERT:
     case CSPMD_COLL_REDISTRIBUTE: /* a = the shard dim (dst's, else src's, else 0) */
         if (*dim_a < 0)
-            *dim_a = is_shard(dst) ? dst.shard_dim : is_shard(src) ? src.shard_dim : 0;
+            *dim_a = cspmdi_is_shard(dst)   ? dst.shard_dim
+                     : cspmdi_is_shard(src) ? src.shard_dim
+                                            : 0;
         return CSPMD_OK;
     case CSPMD_COLL_ALL_REDUCE:
     case CSPMD_COLL_REINTERPRET:

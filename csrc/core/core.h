@@ -46,6 +46,17 @@ CSPMDI_HIDDEN int cspmdi_type_has_spec(cspmd_type_t type);
 /* The type's interned spec (stable for the process), or NULL if none. */
 CSPMDI_HIDDEN const cspmd_spec_t *cspmdi_type_spec_ref(cspmd_type_t type);
 
+/* ---- collective types (collective_rules.c) ------------------------------ */
+
+/* 1 if t is S(d): V with a shard dim. */
+CSPMDI_HIDDEN int cspmdi_is_shard(cspmd_ctype_t t);
+
+/* The text of a src/dst value as messages show it: R, I, V, P or S(d). */
+typedef struct cspmdi_ctype_text {
+    char s[48];
+} cspmdi_ctype_text_t;
+CSPMDI_HIDDEN cspmdi_ctype_text_t cspmdi_ctype_text(cspmd_ctype_t t);
+
 /* ---- inference (infer.c) ----------------------------------------------- */
 
 /* 1 while the calling thread's backward relaxation is on

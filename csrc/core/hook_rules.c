@@ -497,25 +497,6 @@ cspmd_status_t cspmd_rules_einsum(const char *equation, const cspmd_einsum_opera
 
 /* ---- type-only collectives and transitions ----------------------------- */
 
-typedef struct ctext {
-    char s[48];
-} ctext_t;
-
-static ctext_t ct_str(cspmd_ctype_t t)
-{
-    ctext_t r;
-    if (t.ltype == CSPMD_LT_V && t.shard_dim >= 0)
-        snprintf(r.s, sizeof r.s, "S(%d)", (int)t.shard_dim);
-    else
-        snprintf(r.s, sizeof r.s, "%s", cspmd_ltype_letter(t.ltype));
-    return r;
-}
-
-static int shard(cspmd_ctype_t t)
-{
-    return t.ltype == CSPMD_LT_V && t.shard_dim >= 0;
-}
-
 /* "rules.all_reduce(tp, src=P, dst=R)" */
 typedef struct call_text {
     char s[160];
@@ -526,7 +507,7 @@ static call_text_t call_str(cspmd_coll_t op, cspmd_axis_t axis, cspmd_ctype_t sr
 {
     call_text_t r;
     snprintf(r.s, sizeof r.s, "rules.%s(%s, src=%s, dst=%s)", cspmd_coll_name(op), ax(axis),
-             ct_str(src).s, ct_str(dst).s);
+             cspmdi_ctype_text(src).s, cspmdi_ctype_text(dst).s);
     return r;
 }
 
@@ -546,7 +527,7 @@ static cspmd_status_t check_dim(cspmd_ctype_t t, int32_t ndim)
     if (t.ltype == CSPMD_LT_V && t.shard_dim < -1)
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_rules_transition: bad shard dim %d",
                                (int)t.shard_dim);
-    if (shard(t) && t.shard_dim >= ndim)
+    if (cspmdi_is_shard(t) && t.shard_dim >= ndim)
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                "S(%d) is out of bounds for tensor with ndim=%d", (int)t.shard_dim,
                                (int)ndim);
@@ -586,21 +567,24 @@ cspmd_status_t cspmd_rules_transition(cspmd_coll_t op, cspmd_axis_t axis, cspmd_
      * state any transition the type system has). */
     cspmd_ctype_t s = src, d = dst;
     cspmd_status_t st;
-    int stack = op == CSPMD_COLL_ALL_GATHER && src.ltype == CSPMD_LT_V && !shard(src);
-    int unbind = op == CSPMD_COLL_REDUCE_SCATTER && dst.ltype == CSPMD_LT_V && !shard(dst);
+    int stack = op == CSPMD_COLL_ALL_GATHER && src.ltype == CSPMD_LT_V &&
+                !cspmdi_is_shard(src);
+    int unbind = op == CSPMD_COLL_REDUCE_SCATTER && dst.ltype == CSPMD_LT_V &&
+                 !cspmdi_is_shard(dst);
     if ((st = check_dim(s, ndim)) != CSPMD_OK || (st = check_dim(d, ndim)) != CSPMD_OK)
         return st;
-    if (op == CSPMD_COLL_CONVERT && shard(s) && shard(d) && s.shard_dim != d.shard_dim)
+    if (op == CSPMD_COLL_CONVERT && cspmdi_is_shard(s) && cspmdi_is_shard(d) &&
+        s.shard_dim != d.shard_dim)
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                "%s: cannot change the shard dimension from %s to %s without "
                                "communication; use all_to_all instead",
-                               call.s, ct_str(s).s, ct_str(d).s);
+                               call.s, cspmdi_ctype_text(s).s, cspmdi_ctype_text(d).s);
     if (cspmd_coll_validate(op, s, d, 1) != CSPMD_OK)
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                "rules.%s: %s -> %s is not a transition the type system admits "
                                "for %s",
-                               cspmd_coll_name(op), ct_str(src).s, ct_str(dst).s,
-                               cspmd_coll_name(op));
+                               cspmd_coll_name(op), cspmdi_ctype_text(src).s,
+                               cspmdi_ctype_text(dst).s, cspmd_coll_name(op));
 
     cspmd_spec_t spec;
     if ((st = cspmd_type_spec(in, &spec)) != CSPMD_OK)
@@ -619,18 +603,19 @@ cspmd_status_t cspmd_rules_transition(cspmd_coll_t op, cspmd_axis_t axis, cspmd_
             return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                    "%s expects its input to be %s on axis %s, but it has no type "
                                    "there",
-                                   call.s, ct_str(src).s, ax(axis));
+                                   call.s, cspmdi_ctype_text(src).s, ax(axis));
         if (actual != s.ltype && !(no_grad && rd))
             return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                    "%s expects its input to be %s on axis %s, but it is %s",
-                                   call.s, ct_str(src).s, ax(axis), cspmd_ltype_letter(actual));
+                                   call.s, cspmdi_ctype_text(src).s, ax(axis),
+                                   cspmd_ltype_letter(actual));
         int have = has_spec ? spec_dim_of(&spec, axis) : -1;
-        if (shard(s) && have < 0)
+        if (cspmdi_is_shard(s) && have < 0)
             return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                    "%s expects its input sharded on dim %d along %s, but it is "
                                    "not sharded there",
                                    call.s, (int)s.shard_dim, ax(axis));
-        if (shard(s) && have != s.shard_dim)
+        if (cspmdi_is_shard(s) && have != s.shard_dim)
             return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                    "%s expects its input sharded on dim %d along %s, but it is "
                                    "sharded on dim %d",
@@ -643,7 +628,7 @@ cspmd_status_t cspmd_rules_transition(cspmd_coll_t op, cspmd_axis_t axis, cspmd_
                     spec.entry[k][m++] = spec.entry[k][j];
             spec.nentry[k] = (uint8_t)m;
         }
-        if (shard(d)) {
+        if (cspmdi_is_shard(d)) {
             if (spec.nentry[d.shard_dim] >= CSPMD_MAX_AXES)
                 return cspmd_error_set(CSPMD_ERR_VALUE, "%s: too many axes on one dim", call.s);
             spec.entry[d.shard_dim][spec.nentry[d.shard_dim]++] = axis;

@@ -78,7 +78,7 @@ cspmd_status_t cspmd_mesh_intern(const cspmd_axis_t *axes, int n, const cspmd_ax
         if (cspmd_axis_size(axes[i]) == 1 || has_axis(rec.axes, m, axes[i]))
             continue; /* size-1 axes are dropped; the same axis twice is one axis */
         if (m == CSPMD_MAX_AXES)
-            return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_mesh_push: more than %d axes",
+            return cspmd_error_set(CSPMD_ERR_VALUE, "cspmd: at most %d mesh axes are supported",
                                    CSPMD_MAX_AXES);
         rec.axes[m++] = axes[i];
     }

@@ -69,15 +69,24 @@ static int mask_fits(shard_io_t *io, int mask_arg, int8_t p, int causal)
     return CSPMD_OK;
 }
 
+/* The placement p of an attention call, forward or backward: q, k, v
+ * from arg qkv on, is_causal at arg causal_arg, attn_mask right after it. */
+static int attention_placement(shard_io_t *io, int qkv, int causal_arg, int8_t *p)
+{
+    *p = R_;
+    int st = qkv_placement(io, qkv, p);
+    if (st == CSPMD_OK)
+        st = mask_fits(io, causal_arg + 1, *p, int_arg(io, causal_arg, 0) != 0);
+    return st;
+}
+
 /* _scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p,
  * is_causal, *, attn_mask, scale) -> (output (B, H, L, Ev), logsumexp
  * (B, H, L)). */
 int cspmdi_shard_sdpa(shard_io_t *io)
 {
-    int8_t p = R_;
-    int st = qkv_placement(io, 0, &p);
-    if (st == CSPMD_OK)
-        st = mask_fits(io, 5, p, int_arg(io, 4, 0) != 0);
+    int8_t p;
+    int st = attention_placement(io, 0, 4, &p);
     if (st != CSPMD_OK)
         return st;
     io->out[0] = p;
@@ -94,10 +103,8 @@ int cspmdi_shard_sdpa(shard_io_t *io)
  * get a Partial gradient (each shard's queries contribute a part). */
 int cspmdi_shard_sdpa_backward(shard_io_t *io)
 {
-    int8_t p = R_;
-    int st = qkv_placement(io, 1, &p);
-    if (st == CSPMD_OK)
-        st = mask_fits(io, 8, p, int_arg(io, 7, 0) != 0);
+    int8_t p;
+    int st = attention_placement(io, 1, 7, &p);
     if (st != CSPMD_OK)
         return st;
     static const int alike[3] = {0, 4, 5}; /* grad_out, out, logsumexp */

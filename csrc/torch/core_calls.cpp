@@ -3,12 +3,14 @@
 // needs no wrapper here.  Each C parameter is read by its C type:
 //   an integer, an id or an enum     <- a Python int (range-checked)
 //   const char *                      <- a Python str
+//   cspmd_ctype_t                     <- a pair (local type, shard dim)
 //   const T * (a run of them) + int n <- one Python list each; n is their
 //                                        common length, not a Python argument
 //   T * (not const)                   -> an output: returned, not passed
 // A cspmd_status_t result is checked (the core's error raised as its Python
 // exception) and the outputs returned (None, one value, or a tuple); any
-// other result is returned as it is.
+// other result is returned as it is, followed by the outputs if there are
+// any: (result, output, ...).
 #include <Python.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>
@@ -37,6 +39,7 @@ constexpr bool is_list_v =
     std::is_pointer_v<T> && std::is_const_v<std::remove_pointer_t<T>> && !is_text_v<T>;
 template <class T>
 constexpr bool is_out_v = std::is_pointer_v<T> && !std::is_const_v<std::remove_pointer_t<T>>;
+template <class T> constexpr bool is_ctype_v = std::is_same_v<T, cspmd_ctype_t>;
 
 // Where a C parameter's value is held while the call is made.
 template <class T>
@@ -69,7 +72,9 @@ template <class T> T to_c(py::handle h, const char *fn, size_t i) {
 }
 
 template <class T> py::object to_py(T v) {
-    if constexpr (is_text_v<T>)
+    if constexpr (is_ctype_v<T>)
+        return py::make_tuple(static_cast<int64_t>(v.ltype), v.shard_dim);
+    else if constexpr (is_text_v<T>)
         return v ? py::object(py::str(v)) : py::object(py::none());
     else if constexpr (std::is_same_v<T, bool>)
         return py::bool_(v);
@@ -140,6 +145,14 @@ template <class R, class... A, R (*Fn)(A...)> struct CoreCall<R (*)(A...), Fn> {
                 h.reserve(static_cast<size_t>(n));
                 for (py::handle e : seq)
                     h.push_back(to_c<Pointee<T>>(e, fn, i));
+            } else if constexpr (is_ctype_v<T>) {
+                if (!py::isinstance<py::sequence>(a) || py::isinstance<py::str>(a) ||
+                    py::len(a) != 2)
+                    bad_argument(CSPMD_ERR_TYPE, fn, i,
+                                 "must be a pair (local type, shard dim)");
+                py::sequence pair = py::reinterpret_borrow<py::sequence>(a);
+                h.ltype = to_c<cspmd_ltype_t>(pair[0], fn, i);
+                h.shard_dim = to_c<int32_t>(pair[1], fn, i);
             } else {
                 h = to_c<T>(a, fn, i);
             }
@@ -190,8 +203,15 @@ template <class R, class... A, R (*Fn)(A...)> struct CoreCall<R (*)(A...), Fn> {
             Fn(pass<I>(s)...);
             return py::none();
         } else {
-            static_assert(kOuts == 0, "outputs need a status result");
-            return to_py(Fn(pass<I>(s)...));
+            py::object r = to_py(Fn(pass<I>(s)...));
+            if constexpr (kOuts == 0) {
+                return r;
+            } else {
+                py::list out;
+                out.append(r);
+                (add_out<I>(s, out), ...);
+                return py::tuple(out);
+            }
         }
     }
 

@@ -1,6 +1,20 @@
-// The control functions through which the Python front talks to the core
-// (axes, types, the mesh stack, the key), bound as the extension module
-// `cspmd._C`.  They only translate: every decision is the core's.
+// The control functions of the extension module `cspmd._C` that cannot be
+// rows of CSPMD_PY_CALL_LIST (include/cspmd.h, bound by core_calls.cpp).
+// They only translate: every decision is the core's.  Each is here for one
+// of three reasons:
+//   - it takes or returns a torch object (a Tensor, a dtype): get_type,
+//     set_type, grad_watch_check, watch_leaves, register_type_saving,
+//     collective_check_input, error_raise, dtype_code;
+//   - it drives the shim's own state, not only the core's: the dispatch
+//     key (checker_set, checker_pause, checker_state, register_explicit,
+//     trace_set, trace_enabled) or the thread mailboxes (checker_mailbox,
+//     checker_post, mesh_post, and mesh_apply and mesh_current, which
+//     settle this thread's mailbox first);
+//   - the core hands back a C struct or writes a variable-length array or
+//     text into the caller's storage: axis_layout, axes_sort_outer (sorts
+//     in place), type_make, type_entries, type_spec, spec_from_shards
+//     (cspmd_spec_t), type_format, rules_einsum (an array of operand
+//     structs), redistribute_plan, rule_info, rule_infer, codes.
 #include <Python.h>
 #include <torch/csrc/Exceptions.h>
 #include <ATen/functorch/BatchedTensorImpl.h>
@@ -40,14 +54,6 @@ cspmd_type_t to_type(int64_t t) {
 
 // ---- axes -----------------------------------------------------------------
 
-int64_t axis_from_layout(IntList sizes, IntList strides) {
-    if (sizes.size() != strides.size())
-        throw_core_error(CSPMD_ERR_VALUE, "MeshAxis: sizes and strides differ in length");
-    cspmd_axis_t a;
-    check(cspmd_axis_intern(sizes.data(), strides.data(), static_cast<int>(sizes.size()), &a));
-    return a;
-}
-
 std::vector<int64_t> axis_layout(int64_t axis) {
     int64_t sizes[CSPMD_MAX_MODES], strides[CSPMD_MAX_MODES];
     int n = cspmd_axis_layout(static_cast<cspmd_axis_t>(axis), sizes, strides);
@@ -61,16 +67,6 @@ std::vector<int64_t> axis_layout(int64_t axis) {
     return out;
 }
 
-std::string axis_display(int64_t axis, bool debug) {
-    const char *s = cspmd_axis_display(static_cast<cspmd_axis_t>(axis), debug ? 1 : 0);
-    return s ? s : "";
-}
-
-bool axes_orthogonal(IntList axes) {
-    auto a = to_axes(axes);
-    return cspmd_axes_orthogonal(a.data(), static_cast<int>(a.size())) != 0;
-}
-
 // The core's one outermost-first order.
 std::vector<int64_t> axes_sort_outer(IntList axes) {
     std::vector<cspmd_axis_t> a;
@@ -81,12 +77,6 @@ std::vector<int64_t> axes_sort_outer(IntList axes) {
     }
     cspmd_axes_sort_outer(a.data(), static_cast<int>(a.size()));
     return std::vector<int64_t>(a.begin(), a.end());
-}
-
-bool axis_le(int64_t a, int64_t b) {
-    int le = 0;
-    check(cspmd_axis_le_checked(static_cast<cspmd_axis_t>(a), static_cast<cspmd_axis_t>(b), &le));
-    return le != 0;
 }
 
 // ---- types ----------------------------------------------------------------
@@ -192,37 +182,6 @@ std::vector<int64_t> spec_from_shards(IntList axes, IntList dims, int64_t ndim) 
 // torch's code for a dtype (the collectives' dtype options travel as codes).
 int64_t dtype_code(at::ScalarType t) { return static_cast<int64_t>(t); }
 
-bool coll_noop(int64_t op, int64_t src_lt, int64_t src_dim, int64_t dst_lt, int64_t dst_dim) {
-    if (op < 0 || op >= CSPMD_COLL_COUNT)
-        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: collective code out of range");
-    cspmd_ctype_t src{static_cast<cspmd_ltype_t>(src_lt), static_cast<int32_t>(src_dim)};
-    cspmd_ctype_t dst{static_cast<cspmd_ltype_t>(dst_lt), static_cast<int32_t>(dst_dim)};
-    return cspmd_coll_noop(static_cast<cspmd_coll_t>(op), src, dst) != 0;
-}
-// The (src, dst) rules of a collective's arguments (ValueError on a bad pair).
-void coll_validate(int64_t op, int64_t src_lt, int64_t src_dim, int64_t dst_lt, int64_t dst_dim,
-                   bool expert) {
-    if (op < 0 || op >= CSPMD_COLL_COUNT)
-        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: collective code out of range");
-    cspmd_ctype_t src{static_cast<cspmd_ltype_t>(src_lt), static_cast<int32_t>(src_dim)};
-    cspmd_ctype_t dst{static_cast<cspmd_ltype_t>(dst_lt), static_cast<int32_t>(dst_dim)};
-    check(cspmd_coll_validate(static_cast<cspmd_coll_t>(op), src, dst, expert ? 1 : 0));
-}
-// The middle local type of a call that runs as two nodes, -1 if it runs as one.
-int64_t coll_split(int64_t op, int64_t src_lt, int64_t src_dim, int64_t dst_lt, int64_t dst_dim) {
-    if (op < 0 || op >= CSPMD_COLL_COUNT)
-        throw_core_error(CSPMD_ERR_MISUSE, "cspmd: collective code out of range");
-    cspmd_ctype_t src{static_cast<cspmd_ltype_t>(src_lt), static_cast<int32_t>(src_dim)};
-    cspmd_ctype_t dst{static_cast<cspmd_ltype_t>(dst_lt), static_cast<int32_t>(dst_dim)};
-    cspmd_ctype_t mid{};
-    if (!cspmd_coll_split(static_cast<cspmd_coll_t>(op), src, dst, &mid))
-        return -1;
-    return mid.ltype;
-}
-int64_t coll_split_backward_dtype(bool has_backward_op_dtype, bool input_is_float,
-                                  bool has_op_dtype) {
-    return cspmd_coll_split_backward_dtype(has_backward_op_dtype, input_is_float, has_op_dtype);
-}
 // ---- cspmd.rules: the typing rules of spmd_typecheck hooks ------------------
 
 // rules.einsum: labels of every term flattened (counts[i] of operand i),
@@ -263,23 +222,6 @@ std::vector<int64_t> rules_einsum(std::string equation, IntList labels, IntList 
     return {static_cast<int64_t>(t), nd};
 }
 
-// rules.all_reduce, ...: one type-only transition.  Returns [type, ndim].
-std::vector<int64_t> rules_transition(int64_t op, int64_t axis, int64_t src_lt, int64_t src_dim,
-                                      int64_t dst_lt, int64_t dst_dim, int64_t type,
-                                      int64_t ndim, bool no_grad) {
-    if (op < 0 || op >= CSPMD_COLL_COUNT || ndim < 0 || ndim > INT32_MAX || axis < 0 ||
-        axis > UINT32_MAX || src_dim < INT32_MIN || src_dim > INT32_MAX ||
-        dst_dim < INT32_MIN || dst_dim > INT32_MAX)
-        throw_core_error(CSPMD_ERR_MISUSE, "rules_transition: argument out of range");
-    cspmd_ctype_t src{static_cast<cspmd_ltype_t>(src_lt), static_cast<int32_t>(src_dim)};
-    cspmd_ctype_t dst{static_cast<cspmd_ltype_t>(dst_lt), static_cast<int32_t>(dst_dim)};
-    cspmd_type_t t;
-    int32_t nd;
-    check(cspmd_rules_transition(static_cast<cspmd_coll_t>(op), static_cast<cspmd_axis_t>(axis),
-                                 src, dst, to_type(type), static_cast<int32_t>(ndim),
-                                 no_grad ? 1 : 0, &t, &nd));
-    return {static_cast<int64_t>(t), nd};
-}
 
 
 // Inside torch.func.vmap Python code holds BatchedTensors (one per vmap
@@ -344,11 +286,6 @@ void set_type(const at::Tensor &t, int64_t type) {
 
 // ---- checker state ---------------------------------------------------------
 
-void mesh_push(IntList axes) {
-    auto a = to_axes(axes);
-    check(cspmd_mesh_push(a.data(), static_cast<int>(a.size())));
-}
-
 std::vector<int64_t> mesh_current() {
     mailbox_poll();
     cspmd_axis_t a[CSPMD_MAX_AXES];
@@ -369,24 +306,6 @@ void checker_set(bool enabled, bool strict) {
 // torch.compile's tracing (cspmd/compiled.py).  Returns the previous setting.
 bool checker_pause(bool paused) { return key_pause(paused); }
 
-// typecheck(local=...): the core's per-thread mode.
-void checker_set_local(bool local) { cspmd_checker_set_local(local ? 1 : 0); }
-bool checker_local() { return cspmd_checker_local() != 0; }
-
-// set_current_mesh(..., local_axes=...) on the current mesh entry.
-void mesh_set_local_axes(IntList axes) {
-    auto a = to_axes(axes);
-    check(cspmd_mesh_set_local_axes(a.data(), static_cast<int>(a.size())));
-}
-
-// with spmd.out_partial_axes(...): the core's per-thread region stack.
-void partial_decl_push(IntList axes) {
-    auto a = to_axes(axes);
-    check(cspmd_partial_decl_push(a.data(), static_cast<int>(a.size())));
-}
-void partial_decl_pop() { check(cspmd_partial_decl_pop()); }
-int64_t partial_decl_depth() { return cspmd_partial_decl_depth(); }
-
 // spmd.redistribute_spec: the core's plan as [op, axis, src lt, src dim,
 // dst lt, dst dim] per step.
 std::vector<int64_t> redistribute_plan(int64_t cur, int64_t src, int64_t dst, IntList sizes) {
@@ -406,33 +325,12 @@ std::vector<int64_t> redistribute_plan(int64_t cur, int64_t src, int64_t dst, In
     return out;
 }
 
-// The shard rule family of an aten op ("none" without one).
-std::string shard_rule_name(const std::string &name, const std::string &overload) {
-    return cspmd_shard_rule_name(cspmd_shard_rule_find(name.c_str(), overload.c_str()));
-}
-
-// set_current_mesh(): a mesh as one interned id (axes and local axes), and
-// the calling thread's current mesh set to one (0: none).
-int64_t mesh_intern(IntList axes, IntList local) {
-    auto a = to_axes(axes);
-    auto l = to_axes(local);
-    uint32_t id = 0;
-    check(cspmd_mesh_intern(a.data(), static_cast<int>(a.size()), l.data(),
-                            static_cast<int>(l.size()), &id));
-    return id;
-}
-
 void mesh_apply(int64_t id) {
     if (id < 0 || id > INT32_MAX)
         check(cspmd_error_set(CSPMD_ERR_MISUSE, "mesh_apply: bad mesh id %lld",
                               static_cast<long long>(id)));
     mailbox_discard_mesh();  // this thread's own change supersedes a post
     check(cspmd_mesh_apply(static_cast<uint32_t>(id)));
-}
-
-int64_t mesh_current_id() {
-    mailbox_poll();
-    return cspmd_mesh_current_id();
 }
 
 // A region closed on another thread than its opener's: the opener's flags
@@ -497,19 +395,6 @@ int64_t register_explicit() {
     return n;
 }
 
-// ---- cross-mesh reinterpretation ----------------------------------
-
-std::string cross_mesh_advice(IntList types) {
-    std::vector<cspmd_type_t> t;
-    for (int64_t x : types)
-        t.push_back(to_type(x));
-    size_t n = cspmd_cross_mesh_advice(t.data(), static_cast<int>(t.size()), nullptr, 0);
-    std::string out(n + 1, '\0');
-    cspmd_cross_mesh_advice(t.data(), static_cast<int>(t.size()), out.data(), out.size());
-    out.resize(n);
-    return out;
-}
-
 // Raise msg with status st the way the kernel raises an op's error: the
 // call described by the core's error context (arguments named `names`,
 // each a tensor or, where tensors[i] is None, texts[i]).  For the Python
@@ -563,9 +448,6 @@ std::tuple<std::vector<std::string>, std::vector<int64_t>> codes() {
     return {names, values};
 }
 
-void axis_print_debug_set(bool debug) { cspmd_axis_print_debug_set(debug ? 1 : 0); }
-bool axis_print_debug() { return cspmd_axis_print_debug() != 0; }
-
 } // namespace
 } // namespace cspmd
 
@@ -585,48 +467,29 @@ PyMODINIT_FUNC PyInit__C(void) {
             "cspmd._C", "cspmd's control functions (axes, types, mesh stack, checker state)",
             &def);
 #define CSPMD_BIND(fn) m.def(#fn, wrap_pybind_function(fn))
-        CSPMD_BIND(axis_from_layout);
         CSPMD_BIND(error_raise);
         CSPMD_BIND(axis_layout);
-        CSPMD_BIND(axis_display);
-        CSPMD_BIND(axes_orthogonal);
         CSPMD_BIND(axes_sort_outer);
-        CSPMD_BIND(axis_le);
         CSPMD_BIND(type_make);
         CSPMD_BIND(type_entries);
         CSPMD_BIND(type_spec);
         CSPMD_BIND(type_format);
         CSPMD_BIND(spec_from_shards);
         CSPMD_BIND(dtype_code);
-        CSPMD_BIND(coll_noop);
-        CSPMD_BIND(coll_validate);
-        CSPMD_BIND(coll_split);
-        CSPMD_BIND(coll_split_backward_dtype);
         CSPMD_BIND(rules_einsum);
-        CSPMD_BIND(rules_transition);
         CSPMD_BIND(grad_watch_check);
         CSPMD_BIND(watch_leaves);
         CSPMD_BIND(register_type_saving);
         CSPMD_BIND(collective_check_input);
         CSPMD_BIND(get_type);
         CSPMD_BIND(set_type);
-        CSPMD_BIND(mesh_push);
         CSPMD_BIND(mesh_current);
         CSPMD_BIND(checker_set);
         CSPMD_BIND(checker_state);
         CSPMD_BIND(checker_pause);
-        CSPMD_BIND(checker_set_local);
-        CSPMD_BIND(checker_local);
-        CSPMD_BIND(mesh_set_local_axes);
-        CSPMD_BIND(partial_decl_push);
-        CSPMD_BIND(partial_decl_pop);
-        CSPMD_BIND(partial_decl_depth);
         CSPMD_BIND(redistribute_plan);
-        CSPMD_BIND(mesh_intern);
         CSPMD_BIND(mesh_apply);
-        CSPMD_BIND(mesh_current_id);
         CSPMD_BIND(mesh_post);
-        CSPMD_BIND(shard_rule_name);
         CSPMD_BIND(checker_mailbox);
         CSPMD_BIND(checker_post);
         CSPMD_BIND(rule_info);
@@ -634,9 +497,6 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(register_explicit);
         CSPMD_BIND(trace_set);
         CSPMD_BIND(trace_enabled);
-        CSPMD_BIND(cross_mesh_advice);
-        CSPMD_BIND(axis_print_debug_set);
-        CSPMD_BIND(axis_print_debug);
         CSPMD_BIND(codes);
 #undef CSPMD_BIND
         bind_core_calls(m);  // the rows of CSPMD_PY_CALL_LIST

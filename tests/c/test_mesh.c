@@ -150,8 +150,8 @@ START_TEST(test_push_errors)
     cspmd_axis_t nine[9];
     for (int i = 0; i < 9; i++)
         nine[i] = ax1(2, (int64_t)1 << (i + 20));
-    ck_assert_int_eq(cspmd_mesh_push(nine, 9), CSPMD_ERR_MISUSE);
-    ck_assert_str_eq(cspmd_last_error(), "cspmd_mesh_push: more than 8 axes");
+    ck_assert_int_eq(cspmd_mesh_push(nine, 9), CSPMD_ERR_VALUE);
+    ck_assert_str_eq(cspmd_last_error(), "cspmd: at most 8 mesh axes are supported");
     ck_assert_int_eq(cspmd_mesh_current(a), -1);
 }
 END_TEST

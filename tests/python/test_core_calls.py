@@ -62,3 +62,28 @@ def test_bad_arguments_are_refused_before_the_call():
         ops.type_dual(-1)  # a type id is a uint32_t
     with pytest.raises(RuntimeError, match="argument 1 out of range"):
         ops.type_dual(2**32)
+
+
+def test_collective_types_travel_as_pairs():
+    from cspmd._codes import COLL
+    # cspmd_ctype_t <- (local type, shard dim); an int result comes first,
+    # then the outputs: cspmd_coll_split's (splits?, middle type).
+    assert ops.coll_noop(COLL.CONVERT, (LT.V, 0), (LT.V, 0)) == 1
+    assert ops.coll_noop(COLL.CONVERT, (LT.V, 0), (LT.V, 1)) == 0
+    assert ops.coll_split(COLL.REINTERPRET, (LT.I, -1), (LT.P, -1)) == (1, (LT.R, -1))
+    assert ops.coll_split(COLL.ALL_REDUCE, (LT.P, -1), (LT.R, -1))[0] == 0
+    with pytest.raises(ValueError, match="all_reduce src must be P"):
+        ops.coll_validate(COLL.ALL_REDUCE, (LT.R, -1), (LT.R, -1), False)
+    with pytest.raises(TypeError, match="argument 2 must be a pair"):
+        ops.coll_noop(COLL.CONVERT, LT.V, (LT.V, 0))
+    with pytest.raises(TypeError, match="argument 3 must be a pair"):
+        ops.coll_noop(COLL.CONVERT, (LT.V, 0), (LT.V, 0, 1))
+    with pytest.raises(RuntimeError, match="argument 2 out of range"):
+        ops.coll_noop(COLL.CONVERT, (LT.V, 2**31), (LT.V, 0))  # an int32_t shard dim
+
+
+def test_two_runs_of_lists_each_have_their_count():
+    tp, dp = spmd.MeshAxis.of(4, 1), spmd.MeshAxis.of(2, 4)
+    mesh = ops.mesh_intern([dp.id, tp.id], [dp.id])  # (axes, n, local, nlocal, *id)
+    assert mesh > 0 and ops.mesh_intern([tp.id, dp.id], [dp.id]) == mesh
+    assert ops.mesh_intern([dp.id, tp.id], []) != mesh

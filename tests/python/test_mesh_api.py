@@ -109,7 +109,7 @@ def test_set_printoptions_statement_and_context(names):
 
 def test_env_var_debug():
     code = ("import cspmd; from cspmd.mesh import MeshAxis, register_name; a = MeshAxis.of(4, 1); "
-            "register_name(a, 'tp'); print(repr(a), cspmd._lib.ops.axis_print_debug())")
+            "register_name(a, 'tp'); print(repr(a), bool(cspmd._lib.ops.axis_print_debug()))")
     env = dict(os.environ, MESH_AXIS_DEBUG="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)

@@ -80,8 +80,8 @@ def _noop_table():
     for op in vars(COLL).values():
         for a in (LT.R, LT.I, LT.V, LT.P):
             for b in (LT.R, LT.I, LT.V, LT.P):
-                table[op, a, b, False] = _ops.coll_noop(op, a, -1, b, -1)
-                table[op, a, b, True] = _ops.coll_noop(op, a, 0, b, 1)
+                table[op, a, b, False] = bool(_ops.coll_noop(op, (a, -1), (b, -1)))
+                table[op, a, b, True] = bool(_ops.coll_noop(op, (a, 0), (b, 1)))
     return table
 
 
@@ -98,8 +98,8 @@ def _split_tables():
     for op in vars(COLL).values():
         for a in (LT.R, LT.I, LT.V, LT.P):
             for b in (LT.R, LT.I, LT.V, LT.P):
-                mid = _ops.coll_split(op, a, -1, b, -1)
-                if mid >= 0:
+                splits, (mid, _) = _ops.coll_split(op, (a, -1), (b, -1))
+                if splits:
                     split[op, a, b] = _LTYPES[mid]
     source = {(bw, fl, op): _ops.coll_split_backward_dtype(bw, fl, op)
               for bw in (False, True) for fl in (False, True) for op in (False, True)}
@@ -213,7 +213,7 @@ def _shard_range_error_order(op, src, dst, x, expert):
             return
     s, d = _ctype_or_none(src, 1 << 20), _ctype_or_none(dst, 1 << 20)
     if s is not None and d is not None:
-        _ops.coll_validate(op, s[0], s[1], d[0], d[1], bool(expert))
+        _ops.coll_validate(op, s, d, bool(expert))
 
 
 def _run(fn, op, x, axis, src, dst, *, dims=(None, None), dim_names=("dim", "dim"),
@@ -262,7 +262,7 @@ def _varying_as_partial(fn, op, x, axis, dst):
         _check_tensor(x, fn)
         group, axis_id = _group(axis)
         dst_code = _ctype_or_none(dst, 1 << 20) or _ctype(dst, x, fn, "dst")
-        _ops.coll_validate(op, LT.P, -1, dst_code[0], dst_code[1], False)
+        _ops.coll_validate(op, (LT.P, -1), dst_code, False)
         _ops.collective_check_input(x, fn, group, axis_id, LT.V, -1)
     return reinterpret(x, axis, src=V, dst=P)
 

@@ -65,7 +65,7 @@ class MeshAxis:
             sizes = list(group_or_size) if isinstance(group_or_size, (list, tuple)) else [group_or_size]
             strides = list(stride) if isinstance(stride, (list, tuple)) else [stride]
             try:
-                return cls(ops.axis_from_layout(sizes, strides))
+                return cls(ops.axis_intern(sizes, strides))
             except RuntimeError as e:  # the core's misuse of a layout is the caller's ValueError
                 raise ValueError(f"MeshAxis.of({group_or_size!r}, {stride!r}): "
                                  f"{str(e).removeprefix('cspmd_axis_intern: ')}") from None
@@ -108,7 +108,7 @@ class MeshAxis:
 
     def isorthogonal(self, *others):
         """True if this axis and ``others`` are jointly radix separable."""
-        return ops.axes_orthogonal([self._id] + [MeshAxis.of(o)._id for o in others])
+        return bool(ops.axes_orthogonal([self._id] + [MeshAxis.of(o)._id for o in others]))
 
     def __le__(self, other):
         """Subgroup order: ``a <= b`` iff a's ranks-from-zero are b's.
@@ -118,22 +118,22 @@ class MeshAxis:
         """
         if not isinstance(other, MeshAxis):
             return NotImplemented
-        return ops.axis_le(self._id, other._id)
+        return bool(ops.axis_le_checked(self._id, other._id))
 
     def __lt__(self, other):
         if not isinstance(other, MeshAxis):
             return NotImplemented
-        return self is not other and ops.axis_le(self._id, other._id)
+        return self is not other and bool(ops.axis_le_checked(self._id, other._id))
 
     def __ge__(self, other):
         if not isinstance(other, MeshAxis):
             return NotImplemented
-        return ops.axis_le(other._id, self._id)
+        return bool(ops.axis_le_checked(other._id, self._id))
 
     def __gt__(self, other):
         if not isinstance(other, MeshAxis):
             return NotImplemented
-        return self is not other and ops.axis_le(other._id, self._id)
+        return self is not other and bool(ops.axis_le_checked(other._id, self._id))
 
     def __repr__(self):
         return ops.axis_display(self._id, _debug[0])

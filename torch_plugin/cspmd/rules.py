@@ -247,8 +247,9 @@ def _transition(kind: str, x: _Value, axis: Any, src: Any, dst: Any,
         if mesh_axis not in get_local_type(x) or (
                 s_dim >= 0 and _shard_dim(get_partition_spec(x), mesh_axis) is None):
             assert_type(x, {mesh_axis: src})
-    type_id, new_ndim = ops.rules_transition(getattr(COLL, kind.upper()), mesh_axis.id, s_lt,
-                                             s_dim, d_lt, d_dim, _get_type(x), ndim, no_grad)
+    type_id, new_ndim = ops.rules_transition(getattr(COLL, kind.upper()), mesh_axis.id,
+                                             (s_lt, s_dim), (d_lt, d_dim), _get_type(x), ndim,
+                                             no_grad)
     if out is not None and (out is x or out is given) and out.ndim == new_ndim:
         _set_type(out, type_id)  # in place: the buffer itself takes the new type
     return _finish(_make(new_ndim, type_id), out)
