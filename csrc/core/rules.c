@@ -254,6 +254,12 @@ static const cspmdi_rule_t rules[] = {
     LIN("aten::view_as_complex", "*", B(0)),
     LIN("aten::real", "*", B(0)),
     LIN("aten::imag", "*", B(0)),
+    /* complex(real, imag) = real + i imag: linear in both jointly, as add
+     * (dev: the reference types torch.complex as non-linear). */
+    LIN("aten::complex", "*", 0),
+    /* polar(abs, angle) = abs * e^(i angle): linear in abs, the angle a
+     * coefficient (dev: non-linear in the reference). */
+    LINC("aten::polar", "*", 0, B(1)),
     LIN("aten::_lazy_clone", "*", B(0)),
     /* ---- LINEAR: resampling, padding, pooling, shuffles, FFTs --------
      * (torch's derivatives.yaml marks each auto_linear) */

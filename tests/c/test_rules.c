@@ -38,6 +38,8 @@ START_TEST(test_observed_transformer_ops)
     expect("aten::bernoulli_", "float", "RANDOM_FILL", CSPMD_KIND_RANDOM_FILL);
     MUL_("aten::bmm", "");
     LIN_("aten::cat", "");
+    LIN_("aten::complex", "");
+    LIN_("aten::polar", "");
     LIN_("aten::clone", "");
     LIN_("aten::detach", "");
     MUL_("aten::div", "Scalar");

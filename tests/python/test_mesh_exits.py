@@ -116,8 +116,9 @@ class Inject:
 
 
 def wrap_steps(monkeypatch, inject):
-    for name in ("_apply", "_entry_of", "_resolve_local_axes"):
+    for name in ("_entry_of", "_resolve_local_axes"):
         monkeypatch.setattr(mesh_mod, name, inject.wrap(getattr(mesh_mod, name)))
+    monkeypatch.setattr(mesh_mod._MeshState, "_apply", inject.wrap(mesh_mod._MeshState._apply))
     monkeypatch.setattr(mesh_mod._Entry, "with_local_axes",
                         inject.wrap(mesh_mod._Entry.with_local_axes))
 

@@ -118,7 +118,7 @@ class Inject:
 
 
 def wrap_steps(monkeypatch, inject):
-    monkeypatch.setattr(checker, "_apply", inject.wrap(checker._apply))
+    monkeypatch.setattr(checker._State, "_apply", inject.wrap(checker._State._apply))
     monkeypatch.setattr(checker, "_bind_groups", inject.wrap(checker._bind_groups))
     monkeypatch.setattr(checker, "_autograd_patch", inject.wrap(checker._autograd_patch))
     monkeypatch.setattr(checker, "_patch_hooks", [(inject.wrap(on), inject.wrap(off))

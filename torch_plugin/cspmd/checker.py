@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator, Literal, Optional, TypeVar, overload
 import torch
 
 from ._lib import ops
+from ._open_regions import OpenRegions
 
 __all__ = ["typecheck", "no_typecheck", "is_type_checking", "local_map", "TYPE_CHECKING",
            "SpmdTypeMode"]
@@ -20,24 +21,39 @@ __all__ = ["typecheck", "no_typecheck", "is_type_checking", "local_map", "TYPE_C
 _tls = threading.local()
 
 
-class _State:
+class _State(OpenRegions):
     """This thread's checker flags (mirrors the core's, read without a call)
-    and the regions open on it."""
+    and the regions open on it (typecheck(), no_typecheck(), a backward
+    pass), each a _Frame with the flags in effect while it is the innermost
+    open one."""
 
-    __slots__ = ("active", "enabled", "strict", "local", "backward", "frames", "base", "owner",
-                 "mailbox", "lock")
+    __slots__ = ("active", "enabled", "strict", "local", "backward", "base")
 
     def __init__(self):
+        super().__init__()
         self.active = False   # a typecheck() region exists on this thread
         self.enabled = False  # ... and is not paused by no_typecheck()
         self.strict = True
         self.local = True
         self.backward = True  # check the ops backward() runs, and gradients
-        self.frames = []      # open regions, in the order they were entered
         self.base = _flags(self)  # the flags when no region is open
-        self.owner = threading.get_ident()
-        self.mailbox = ops.checker_mailbox()  # where other threads post flags
-        self.lock = threading.Lock()
+
+    def enter(self, frame):
+        if not self.frames:
+            self.base = _flags(self)
+        super().enter(frame)
+
+    def _apply(self, frame):
+        flags = frame.flags if frame is not None else self.base
+        self.active, self.enabled, self.strict, self.local, self.backward = flags
+        if self.on_owner():
+            ops.checker_set(self.enabled, self.strict)
+            ops.checker_set_local(self.local)
+        else:
+            # A region of another thread closed here (a generator finalized
+            # on this thread): this thread's flags stay; the owner applies
+            # the posted ones at its next op.
+            ops.checker_post(self.mailbox, self.enabled, self.strict, self.local)
 
 
 def _flags(s):
@@ -59,57 +75,6 @@ def _state():
     if s is None:
         s = _tls.state = _State()
     return s
-
-
-def _apply(s):
-    if threading.get_ident() == s.owner:
-        ops.checker_set(s.enabled, s.strict)
-        ops.checker_set_local(s.local)
-    else:
-        # A region of another thread closed here (a generator finalized on
-        # this thread): this thread's flags stay; the owner applies the
-        # posted ones at its next op.
-        ops.checker_post(s.mailbox, s.enabled, s.strict, s.local)
-
-
-# Regions are frames on a per-thread list, not saved-and-restored flags: a
-# region may close out of order (a generator or coroutine suspended inside
-# it and closed later), and whatever order they close in, the thread ends
-# with the flags of the innermost region still open -- or those it had
-# before the first.  Every step is safe to interrupt: an exception (or
-# KeyboardInterrupt) raised anywhere in entry or exit still leaves the
-# state consistent.
-
-def _enter(s, frame):
-    if not s.frames:
-        s.base = _flags(s)
-    s.frames.append(frame)
-    _sync(s)
-
-
-def _leave(s, frame):
-    """Close frame wherever it is among the open ones (no-op if it is not)."""
-    try:
-        for i in range(len(s.frames) - 1, -1, -1):
-            if s.frames[i] is frame:
-                del s.frames[i]
-                break
-    finally:
-        _sync(s)
-
-
-def _sync(s):
-    # Under the state's lock: a thread closing another thread's region and
-    # the owner changing its own flags apply them in one order.
-    with s.lock:
-        flags = s.frames[-1].flags if s.frames else s.base
-        try:
-            s.active, s.enabled, s.strict, s.local, s.backward = flags
-            _apply(s)
-        except BaseException:  # interrupted mid-switch: finish it, then report
-            s.active, s.enabled, s.strict, s.local, s.backward = flags
-            _apply(s)
-            raise
 
 
 class SpmdTypeMode:
@@ -223,16 +188,16 @@ class _BackwardScope:
     def __exit__(self, *exc):
         frame, self._frame = self._frame, None
         if frame is not None:
-            _leave(self._state, frame)
+            self._state.leave(frame)
 
 
 def _pause(s):
     """Open a frame with checking paused; returns it."""
     frame = _Frame((s.active, False, s.strict, s.local, s.backward))
     try:
-        _enter(s, frame)
+        s.enter(frame)
     except BaseException:
-        _leave(s, frame)
+        s.leave(frame)
         raise
     return frame
 
@@ -400,7 +365,7 @@ def typecheck(strict_mode: Optional[Literal["permissive", "strict"]] = None,
             ops.register_explicit()
             _bind_groups()
         _patch_acquire(frame)
-        _enter(s, frame)
+        s.enter(frame)
     except BaseException:
         _close(s, frame)
         raise
@@ -412,7 +377,7 @@ def typecheck(strict_mode: Optional[Literal["permissive", "strict"]] = None,
 
 def _close(s, frame):
     try:
-        _leave(s, frame)
+        s.leave(frame)
     finally:
         _patch_release(frame)
 
@@ -433,7 +398,7 @@ class _NoTypecheck(contextlib.ContextDecorator):
     def __exit__(self, *exc: Any) -> bool:
         frame, self._frame = self._frame, None
         if frame is not None:
-            _leave(self._state, frame)
+            self._state.leave(frame)
         return False
 
 

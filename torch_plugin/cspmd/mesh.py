@@ -15,6 +15,7 @@ from typing import Any, FrozenSet, Iterable, Iterator, Optional
 
 from ._errors import SpmdTypeError
 from ._lib import ops
+from ._open_regions import OpenRegions
 
 __all__ = ["MeshAxis", "set_current_mesh", "current_mesh", "current_mesh_names",
            "current_mesh_all_names", "normalize_axis", "flatten_axes", "set_printoptions"]
@@ -284,17 +285,21 @@ class _Entry:
 _tls = threading.local()
 
 
-class _MeshState:
-    """A thread's open set_current_mesh() regions, in the order they were
-    entered (a region may close out of order, or on another thread)."""
+class _MeshState(OpenRegions):
+    """A thread's open set_current_mesh() regions (each an _Entry): the
+    core's current mesh is the innermost one's interned id, 0 for none."""
 
-    __slots__ = ("frames", "owner", "mailbox", "lock")
+    __slots__ = ()
 
-    def __init__(self):
-        self.frames = []
-        self.owner = threading.get_ident()
-        self.mailbox = ops.checker_mailbox()  # where other threads post its mesh
-        self.lock = threading.Lock()
+    def _apply(self, entry):
+        mesh_id = entry.id if entry is not None else 0
+        if self.on_owner():
+            ops.mesh_apply(mesh_id)
+        else:
+            # A region of another thread closed here: this thread's mesh
+            # stays; the owner applies the posted one at its next op or
+            # collective.
+            ops.mesh_post(self.mailbox, mesh_id)
 
 
 def _state():
@@ -306,46 +311,6 @@ def _state():
 
 def _stack():
     return _state().frames
-
-
-# Whatever order regions close in, and on whichever thread, the opener's
-# core mesh is that of its innermost region still open (or none).  Every
-# step is safe to interrupt: an exception raised anywhere in entry or exit
-# leaves the regions list and the core consistent.
-
-def _apply(s, mesh_id):
-    if threading.get_ident() == s.owner:
-        ops.mesh_apply(mesh_id)
-    else:
-        # A region of another thread closed here: this thread's mesh stays;
-        # the owner applies the posted one at its next op or collective.
-        ops.mesh_post(s.mailbox, mesh_id)
-
-
-def _sync(s):
-    with s.lock:
-        mesh_id = s.frames[-1].id if s.frames else 0
-        try:
-            _apply(s, mesh_id)
-        except BaseException:  # interrupted mid-switch: finish it, then report
-            _apply(s, mesh_id)
-            raise
-
-
-def _enter(s, entry):
-    s.frames.append(entry)
-    _sync(s)
-
-
-def _leave(s, entry):
-    """Close entry wherever it is among the open ones (no-op if it is not)."""
-    try:
-        for i in range(len(s.frames) - 1, -1, -1):
-            if s.frames[i] is entry:
-                del s.frames[i]
-                break
-    finally:
-        _sync(s)
 
 
 def _entry_of(axes):
@@ -440,10 +405,10 @@ def set_current_mesh(axes: Any = None, *, local_axes: Iterable[Any] = ()) -> Ite
     entry = entry.with_local_axes(_resolve_local_axes(local_axes, entry))
     s = _state()  # the opener's, wherever the region is closed
     try:
-        _enter(s, entry)
+        s.enter(entry)
         yield
     finally:
-        _leave(s, entry)
+        s.leave(entry)
 
 
 def _current():
