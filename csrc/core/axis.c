@@ -514,6 +514,16 @@ int cspmd_axes_orthogonal(const cspmd_axis_t *axes, int n)
     return orthogonal_valid(axes, n);
 }
 
+/* "a, b, c": the axes' display texts, truncated to len. */
+static void axes_text(const cspmd_axis_t *axes, int n, char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "",
+                              cspmd_axis_display(axes[i], 0));
+}
+
 static cspmd_status_t check_axes_arg(const char *fn, const cspmd_axis_t *axes, int n)
 {
     if (n > CSPMD_MAX_AXES)
@@ -545,11 +555,7 @@ cspmd_status_t cspmd_axes_check_orthogonal(const cspmd_axis_t *axes, int n)
         }
     if (!orthogonal_valid(axes, n)) {
         char list[TEXT_MAX];
-        size_t o = 0;
-        list[0] = '\0';
-        for (int i = 0; i < n && o < sizeof list; i++)
-            o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "",
-                                  cspmd_axis_display(axes[i], 0));
+        axes_text(axes, n, list, sizeof list);
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "Mesh axes [%s] are not mutually orthogonal.",
                                list);
     }
@@ -593,11 +599,7 @@ cspmd_status_t cspmd_axes_flatten(const cspmd_axis_t *axes, int n, cspmd_axis_t 
         return st;
     if (n > 1 && !orthogonal_valid(axes, n)) {
         char list[TEXT_MAX];
-        size_t o = 0;
-        list[0] = '\0';
-        for (int i = 0; i < n && o < sizeof list; i++)
-            o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "",
-                                  cspmd_axis_display(axes[i], 0));
+        axes_text(axes, n, list, sizeof list);
         return cspmd_error_set(CSPMD_ERR_VALUE, "flatten_axes requires orthogonal axes, got (%s)",
                                list);
     }
