@@ -277,15 +277,18 @@ CSPMD_API cspmd_status_t cspmd_type_check_mutation(const char *op, cspmd_type_t 
  * new type, the per-axis join -- equal stays, V with R or I gives V --
  * or SPMD_TYPE when the parts cannot share one type (P in part of an R
  * tensor, R next to I) or when the base requires grad and would change.
- * UNTYPED on either side leaves base as it is.  op names the op.  The
- * base's spec is dropped when it changes. */
+ * On an axis the base has no type on (an UNTYPED base has none), written
+ * V makes it V, written P is SPMD_TYPE (the pending sum would be lost),
+ * and R or I leave it untyped there.  An UNTYPED write leaves base as it
+ * is.  op names the op.  The base's spec is dropped when it changes. */
 CSPMD_API cspmd_status_t cspmd_type_join_view_write(const char *op, cspmd_type_t base,
                                                     cspmd_type_t written, int requires_grad,
                                                     cspmd_type_t *out);
 
 /* The type a view reads as, given its own and its base's: the join when a
  * write through another view changed the base since it was taken; its own
- * type when the two are equal, either is UNTYPED, or no join relates them.
+ * type when the two are equal, the base is UNTYPED, or no join relates
+ * them (an UNTYPED view of a base that became V reads as V there).
  * Sets no error (called on every op over a view). */
 CSPMD_API cspmd_type_t cspmd_type_view_read(cspmd_type_t own, cspmd_type_t base);
 

@@ -9,8 +9,13 @@
  * differ across ranks) and the reverse keeps it Varying; any other mix --
  * a Partial sum in some elements and not in others, R next to I -- has no
  * type, and the write is an error; so is Partial data written into a tensor
- * with no type on that axis (the pending sum would be lost).  A buffer that
- * requires grad may not change its type at all (as for any in-place op).
+ * with no type on that axis (the pending sum would be lost).  Varying data
+ * written into a tensor with no type on that axis (never annotated, or
+ * typed on other axes only) makes it Varying there: Varying claims nothing
+ * about the old elements, so it is the one sound type for the mix; other
+ * data written there leaves the axis untyped.  A buffer that requires grad
+ * may not change its type on an axis it is typed on (as for any in-place
+ * op; an axis it has no type on may gain one, as in-place ops allow).
  */
 #include <string.h>
 
@@ -40,7 +45,7 @@ static void types_text(cspmd_type_t base, cspmd_type_t written, types_text_t *t)
 static cspmd_status_t join(const char *op, cspmd_type_t base, cspmd_type_t written,
                            int requires_grad, int quiet, cspmd_type_t *out)
 {
-    if (base == CSPMD_TYPE_UNTYPED || written == CSPMD_TYPE_UNTYPED || base == written) {
+    if (written == CSPMD_TYPE_UNTYPED || base == written) {
         *out = base;
         return CSPMD_OK;
     }
@@ -51,6 +56,15 @@ static cspmd_status_t join(const char *op, cspmd_type_t base, cspmd_type_t writt
     for (int i = 0; i < n; i++) {
         cspmd_ltype_t was = cspmd_type_get(base, axes[i]);
         cspmd_ltype_t now = lts[i];
+        if (was == CSPMD_LT_NONE && now == CSPMD_LT_V) {
+            /* Unknown old elements next to Varying new ones: Varying. */
+            cspmd_type_t from =
+                joined == CSPMD_TYPE_UNTYPED ? CSPMD_TYPE_EMPTY : cspmd_type_local(joined);
+            cspmd_status_t st = cspmd_type_with(from, axes[i], CSPMD_LT_V, &joined);
+            if (st != CSPMD_OK)
+                return st;
+            continue;
+        }
         if (was == CSPMD_LT_NONE && now == CSPMD_LT_P) {
             /* Keeping no type here would drop a pending sum unseen. */
             if (quiet)
@@ -65,7 +79,7 @@ static cspmd_status_t join(const char *op, cspmd_type_t base, cspmd_type_t writt
                 op ? op : "?", t.written, t.base, cspmd_axis_display(axes[i], 0));
         }
         if (was == CSPMD_LT_NONE || was == now)
-            continue; /* an axis only the written data has: the base keeps none */
+            continue; /* R, I on an axis the base has no type on: it keeps none */
         if (!varying_join(was, now)) {
             if (quiet)
                 return CSPMD_ERR_SPMD_TYPE;
@@ -111,11 +125,12 @@ cspmd_status_t cspmd_type_join_view_write(const char *op, cspmd_type_t base, csp
 cspmd_type_t cspmd_type_view_read(cspmd_type_t own, cspmd_type_t base)
 {
     cspmd_type_t joined;
-    if (own == CSPMD_TYPE_UNTYPED || base == CSPMD_TYPE_UNTYPED || own == base ||
-        !cspmdi_type_valid(own) || !cspmdi_type_valid(base))
+    if (base == CSPMD_TYPE_UNTYPED || own == base || !cspmdi_type_valid(own) ||
+        !cspmdi_type_valid(base))
         return own;
     /* The base changed after this view took its type (a write through
-     * another view made it V): the view is part of it and takes the join.
-     * Types no join relates (annotated apart) are left alone. */
+     * another view made it V, perhaps from no type at all): the view is
+     * part of it and takes the join.  Types no join relates (annotated
+     * apart) are left alone. */
     return join("", own, base, 0, 1, &joined) == CSPMD_OK ? joined : own;
 }

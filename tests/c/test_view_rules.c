@@ -79,13 +79,57 @@ START_TEST(test_write_refusals_name_op_axis_and_types)
     ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "no type on axis tp"));
     ck_assert_int_eq(out, 12345);
     ck_assert_uint_eq(cspmd_type_view_read(CSPMD_TYPE_EMPTY, p_only), CSPMD_TYPE_EMPTY);
-    /* V into it keeps the tensor's own (absent) type, as before */
-    cspmd_ltype_t lv[1] = {CSPMD_LT_V};
-    cspmd_type_t v_only = 0;
+    /* ... and into a tensor never annotated, with nothing changed */
+    out = 12345;
+    ck_assert_int_eq(
+        cspmd_type_join_view_write("aten::copy_", CSPMD_TYPE_UNTYPED, p_only, 0, &out),
+        CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "no type on axis tp"));
+    ck_assert_int_eq(out, 12345);
+    ck_assert_int_eq(cspmd_type_join_view_write("aten::copy_", CSPMD_TYPE_UNTYPED, rp, 0, &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(out, 12345);
+}
+END_TEST
+
+/* Data written into a tensor with no type on an axis: V makes it V there
+ * (the old elements are unknown, V is the one sound type for the mix); R
+ * and I leave it untyped there. */
+START_TEST(test_write_into_no_type)
+{
+    cspmd_axis_t tp[1] = {TP}, dp[1] = {DP};
+    cspmd_ltype_t lv[1] = {CSPMD_LT_V}, lr[1] = {CSPMD_LT_R};
+    cspmd_type_t v_only = 0, dp_r = 0, out = 0;
     ck_assert_int_eq(cspmd_type_make(tp, lv, 1, NULL, &v_only), CSPMD_OK);
-    ck_assert_int_eq(cspmd_type_join_view_write("aten::copy_", CSPMD_TYPE_EMPTY, v_only, 0, &out),
+    ck_assert_int_eq(cspmd_type_make(dp, lr, 1, NULL, &dp_r), CSPMD_OK);
+    cspmd_type_t rv = two(CSPMD_LT_R, CSPMD_LT_V), rr = two(CSPMD_LT_R, CSPMD_LT_R);
+    cspmd_type_t iv = two(CSPMD_LT_I, CSPMD_LT_V), vv = two(CSPMD_LT_V, CSPMD_LT_V);
+
+    /* never annotated: V on the V axes only, nothing claimed elsewhere */
+    ck_assert_int_eq(cspmd_type_join_view_write("copy_", CSPMD_TYPE_UNTYPED, rv, 0, &out),
                      CSPMD_OK);
-    ck_assert_uint_eq(out, CSPMD_TYPE_EMPTY);
+    ck_assert_uint_eq(out, v_only);
+    ck_assert_int_eq(cspmd_type_join_view_write("copy_", CSPMD_TYPE_UNTYPED, vv, 0, &out),
+                     CSPMD_OK);
+    ck_assert_uint_eq(out, vv);
+    ck_assert_int_eq(cspmd_type_join_view_write("copy_", CSPMD_TYPE_UNTYPED, rr, 0, &out),
+                     CSPMD_OK);
+    ck_assert_uint_eq(out, CSPMD_TYPE_UNTYPED);
+    /* requires grad: an axis with no type may gain one (as in-place ops) */
+    ck_assert_int_eq(cspmd_type_join_view_write("copy_", CSPMD_TYPE_UNTYPED, iv, 1, &out),
+                     CSPMD_OK);
+    ck_assert_uint_eq(out, v_only);
+    /* {} (made without a mesh) and a type on other axes only */
+    ck_assert_int_eq(cspmd_type_join_view_write("copy_", CSPMD_TYPE_EMPTY, v_only, 0, &out),
+                     CSPMD_OK);
+    ck_assert_uint_eq(out, v_only);
+    ck_assert_int_eq(cspmd_type_join_view_write("copy_", dp_r, v_only, 0, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, rv);
+    ck_assert_int_eq(cspmd_type_join_view_write("copy_", dp_r, vv, 0, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, vv);
+    out = 12345; /* the typed axis still refuses R next to I, changing nothing */
+    ck_assert_int_eq(cspmd_type_join_view_write("copy_", dp_r, iv, 0, &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(out, 12345);
 }
 END_TEST
 
@@ -96,7 +140,14 @@ START_TEST(test_view_read_is_quiet)
     ck_assert_uint_eq(cspmd_type_view_read(rr, rv), rv); /* base became V */
     ck_assert_uint_eq(cspmd_type_view_read(rv, rr), rv);
     ck_assert_uint_eq(cspmd_type_view_read(rr, rr), rr);
-    ck_assert_uint_eq(cspmd_type_view_read(CSPMD_TYPE_UNTYPED, rv), CSPMD_TYPE_UNTYPED);
+    /* a view taken while the base had no type reads V where it became V */
+    cspmd_type_t v_only = 0;
+    cspmd_axis_t tp[1] = {TP};
+    cspmd_ltype_t lv[1] = {CSPMD_LT_V};
+    ck_assert_int_eq(cspmd_type_make(tp, lv, 1, NULL, &v_only), CSPMD_OK);
+    ck_assert_uint_eq(cspmd_type_view_read(CSPMD_TYPE_UNTYPED, v_only), v_only);
+    ck_assert_uint_eq(cspmd_type_view_read(CSPMD_TYPE_UNTYPED, rv), v_only);
+    ck_assert_uint_eq(cspmd_type_view_read(CSPMD_TYPE_UNTYPED, rr), CSPMD_TYPE_UNTYPED);
     ck_assert_uint_eq(cspmd_type_view_read(rr, CSPMD_TYPE_UNTYPED), rr);
     ck_assert_uint_eq(cspmd_type_view_read(rr, 999999), rr); /* invalid base: own */
     (void)cspmd_error_set(CSPMD_ERR_VALUE, "sentinel");
@@ -112,6 +163,7 @@ Suite *suite_view_rules(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, test_write_joins_per_axis);
     tcase_add_test(tc, test_write_refusals_name_op_axis_and_types);
+    tcase_add_test(tc, test_write_into_no_type);
     tcase_add_test(tc, test_view_read_is_quiet);
     suite_add_tcase(s, tc);
     return s;
