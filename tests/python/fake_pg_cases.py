@@ -2,8 +2,10 @@
 test_testing.py (they create and destroy default process groups, which the
 pytest session's shared fake mesh cannot allow)."""
 
+import contextlib
 import io
 import unittest
+from unittest import mock
 
 import torch
 import torch.distributed as dist
@@ -12,6 +14,8 @@ import cspmd as spmd
 from cspmd.checker import typecheck
 from cspmd.testing import (FakeProcessGroupTestCase, LocalTensorTestCase, fake_mesh,
                            fake_pg)
+
+import exits
 
 
 def _relu_of_partial_raises(test, axis):
@@ -94,6 +98,48 @@ class FakeMeshTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "int or a tuple of ints"):
             fake_mesh(None)
         self.assertFalse(dist.is_initialized())
+
+
+class InterruptedTest(unittest.TestCase):
+    """A KeyboardInterrupt at any step of entering or leaving fake_pg() /
+    fake_mesh() -- before or after the group exists -- leaves no group."""
+
+    def patch_steps(self, inject):
+        import torch.distributed.device_mesh as device_mesh
+
+        import cspmd.mesh as mesh_mod
+        targets = [(dist, "init_process_group"), (dist.distributed_c10d, "_get_default_group"),
+                   (device_mesh, "init_device_mesh"), (dist, "destroy_process_group"),
+                   (mesh_mod, "_reset_names")]
+        stack = contextlib.ExitStack()
+        for owner, name in targets:
+            stack.enter_context(mock.patch.object(owner, name, inject.wrap(getattr(owner, name))))
+        return stack
+
+    def every_step(self, run):
+        probe = exits.Inject(0)
+        with self.patch_steps(probe):
+            run()
+        self.assertGreaterEqual(probe.calls, 3)
+        for n in range(1, probe.calls + 1):
+            with self.patch_steps(exits.Inject(n)):
+                with self.assertRaisesRegex(KeyboardInterrupt, f"injected at step {n}"):
+                    run()
+            self.assertFalse(dist.is_initialized(), f"a group is left after step {n}")
+        run()
+        self.assertFalse(dist.is_initialized())
+
+    def test_fake_pg(self):
+        def run():
+            with fake_pg(4) as pg:
+                self.assertEqual(pg.size(), 4)
+        self.every_step(run)
+
+    def test_fake_mesh(self):
+        def run():
+            with fake_mesh((2, 2), ("dp", "tp")) as mesh:
+                self.assertEqual(mesh.get_group("tp").size(), 2)
+        self.every_step(run)
 
 
 class WorldSizeOnly(FakeProcessGroupTestCase):

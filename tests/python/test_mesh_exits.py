@@ -16,6 +16,8 @@ from cspmd import R
 from cspmd._lib import ops
 from cspmd.checker import typecheck
 
+import exits
+
 
 def core_mesh():
     """The core's current mesh as a set of axis ids (None: no mesh)."""
@@ -34,9 +36,7 @@ def assert_clean():
 
 
 def region(*args, **kwargs):
-    with spmd.set_current_mesh(*args, **kwargs):
-        yield spmd.current_mesh()
-        yield spmd.current_mesh()
+    return exits.region(spmd.set_current_mesh(*args, **kwargs), spmd.current_mesh)
 
 
 def test_generators_closed_out_of_order(mesh, dp_axis, tp_axis):
@@ -100,21 +100,6 @@ def test_coroutines_interleaved(mesh, tp_axis):
     assert_clean()
 
 
-class Inject:
-    """Raise KeyboardInterrupt at the n-th call of any wrapped step."""
-
-    def __init__(self, n):
-        self.n, self.calls = n, 0
-
-    def wrap(self, fn):
-        def step(*args, **kwargs):
-            self.calls += 1
-            if self.calls == self.n:
-                raise KeyboardInterrupt(f"injected at step {self.n}")
-            return fn(*args, **kwargs)
-        return step
-
-
 def wrap_steps(monkeypatch, inject):
     for name in ("_entry_of", "_resolve_local_axes"):
         monkeypatch.setattr(mesh_mod, name, inject.wrap(getattr(mesh_mod, name)))
@@ -138,20 +123,7 @@ def test_interrupt_at_every_step_of_entry_and_exit(monkeypatch, mesh, tp_axis, b
                 with spmd.set_current_mesh(None, local_axes=("dp",)):
                     pass
 
-    with monkeypatch.context() as m:
-        probe = Inject(0)
-        wrap_steps(m, probe)
-        run()
-    steps = probe.calls
-    assert steps >= 5
-    for n in range(1, steps + 1):
-        with monkeypatch.context() as m:
-            wrap_steps(m, Inject(n))
-            with pytest.raises(KeyboardInterrupt, match=f"injected at step {n}"):
-                run()
-        assert_clean()
-    run()  # and it still works afterwards
-    assert_clean()
+    exits.interrupt_every_step(monkeypatch, wrap_steps, run, assert_clean, min_steps=5)
 
 
 def test_interrupt_inside_an_outer_region_restores_the_outer_mesh(monkeypatch, mesh, dp_axis,
@@ -159,7 +131,7 @@ def test_interrupt_inside_an_outer_region_restores_the_outer_mesh(monkeypatch, m
     with spmd.set_current_mesh(mesh):
         for n in (1, 2, 3, 4):
             with monkeypatch.context() as m:
-                wrap_steps(m, Inject(n))
+                wrap_steps(m, exits.Inject(n))
                 with pytest.raises(KeyboardInterrupt):
                     with spmd.set_current_mesh({"tp": tp_axis}):
                         pass
@@ -185,23 +157,6 @@ def test_exception_in_the_body(mesh):
         with spmd.set_current_mesh(mesh):
             raise ValueError("body")
     assert_clean()
-
-
-def on_thread(fn):
-    out = {}
-
-    def run():
-        try:
-            out["value"] = fn()
-        except BaseException as e:  # reported on the calling thread
-            out["error"] = e
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join(30)
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
 
 
 def test_threads_have_independent_meshes(mesh, dp_axis, tp_axis):
@@ -236,7 +191,7 @@ def test_region_closed_on_another_thread(mesh, dp_axis, tp_axis):
             return ids(spmd.current_mesh()), core_mesh()
 
     # the closer keeps its own mesh ...
-    assert on_thread(close_there) == ({tp_axis.id}, {tp_axis.id})
+    assert exits.on_thread(close_there) == ({tp_axis.id}, {tp_axis.id})
     # ... and the opener's is gone: Python's list at once, the core's at its
     # next call into cspmd
     assert_clean()
@@ -250,7 +205,7 @@ def test_region_closed_on_another_thread_reaches_the_checker(mesh, dp, tp, tp_ax
         with typecheck():
             with pytest.raises(spmd.SpmdTypeError):
                 torch.relu(x)  # strict on the 2-D mesh
-            on_thread(g.close)
+            exits.on_thread(g.close)
             assert spmd.get_local_type(torch.relu(x)) == {tp_axis: R}  # tp only again
     assert_clean()
 
@@ -259,7 +214,7 @@ def test_opener_changes_after_a_post_win(mesh, dp_axis, tp_axis):
     g = region(mesh)
     next(g)
     with spmd.set_current_mesh({"tp": tp_axis}):
-        on_thread(g.close)  # posts "the tp mesh" to this thread
+        exits.on_thread(g.close)  # posts "the tp mesh" to this thread
         with spmd.set_current_mesh(mesh):  # this thread's own newer change
             assert core_mesh() == {dp_axis.id, tp_axis.id}
         assert core_mesh() == {tp_axis.id}

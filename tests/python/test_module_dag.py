@@ -16,7 +16,7 @@ PKG = os.path.dirname(cspmd.__file__)
 # Lowest first.  A module may import only modules of an earlier layer;
 # __init__ (the public namespace) sits on top and may import any.
 LAYERS = [
-    ["_errors", "_frames", "_lib", "_local_tensor", "_coverage"],
+    ["_errors", "_frames", "_lib", "_local_tensor", "_coverage", "_settings"],
     ["_codes", "_traceback", "trace", "_graph_check", "_open_regions"],
     ["mesh", "_ndim_type", "_hook_backward"],
     ["types", "testing"],

@@ -14,6 +14,8 @@ import cspmd.checker as checker
 from cspmd import I, P, R
 from cspmd.checker import is_type_checking, no_typecheck, typecheck
 
+import exits
+
 ORIGINAL_BACKWARD = torch.autograd.backward
 ORIGINAL_GRAD = torch.autograd.grad
 ORIGINAL_APPLY = torch.autograd.Function.__dict__["apply"]
@@ -41,9 +43,7 @@ def assert_clean(dp, tp):
 
 
 def region(cm):
-    with cm:
-        yield is_type_checking()
-        yield is_type_checking()
+    return exits.region(cm, is_type_checking)
 
 
 def test_generators_closed_out_of_order(mesh, dp, tp):
@@ -102,35 +102,12 @@ def test_coroutines_interleaved(mesh, dp, tp):
         assert_clean(dp, tp)
 
 
-class Inject:
-    """Raise KeyboardInterrupt at the n-th call of any wrapped step."""
-
-    def __init__(self, n):
-        self.n, self.calls = n, 0
-
-    def wrap(self, fn):
-        def step(*args, **kwargs):
-            self.calls += 1
-            if self.calls == self.n:
-                raise KeyboardInterrupt(f"injected at step {self.n}")
-            return fn(*args, **kwargs)
-        return step
-
-
 def wrap_steps(monkeypatch, inject):
     monkeypatch.setattr(checker._State, "_apply", inject.wrap(checker._State._apply))
     monkeypatch.setattr(checker, "_bind_groups", inject.wrap(checker._bind_groups))
     monkeypatch.setattr(checker, "_autograd_patch", inject.wrap(checker._autograd_patch))
     monkeypatch.setattr(checker, "_patch_hooks", [(inject.wrap(on), inject.wrap(off))
                                                   for on, off in checker._patch_hooks])
-
-
-def count_steps(monkeypatch, body):
-    with monkeypatch.context() as m:
-        probe = Inject(0)
-        wrap_steps(m, probe)
-        body()
-    return probe.calls
 
 
 @pytest.mark.parametrize("body", ["plain", "nested", "paused"])
@@ -145,16 +122,8 @@ def test_interrupt_at_every_step_of_entry_and_exit(monkeypatch, mesh, dp, tp, bo
                     with no_typecheck():
                         pass
 
-    steps = count_steps(monkeypatch, run)
-    assert steps >= 8
-    for n in range(1, steps + 1):
-        with monkeypatch.context() as m:
-            wrap_steps(m, Inject(n))
-            with pytest.raises(KeyboardInterrupt, match=f"injected at step {n}"):
-                run()
-        assert_clean(dp, tp)
-    run()  # and it still works afterwards
-    assert_clean(dp, tp)
+    exits.interrupt_every_step(monkeypatch, wrap_steps, run, lambda: assert_clean(dp, tp),
+                               min_steps=8)
 
 
 def test_exception_in_the_body(mesh, dp, tp):
@@ -299,23 +268,6 @@ def test_an_apply_patch_installed_before_entry_runs_inside_and_is_restored(mesh,
         torch.autograd.Function.apply = ORIGINAL_APPLY
 
 
-def on_thread(fn):
-    out = {}
-
-    def run():
-        try:
-            out["value"] = fn()
-        except BaseException as e:  # reported on the calling thread
-            out["error"] = e
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join(30)
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
-
-
 def checks_here(dp, tp):
     return is_type_checking() or partial_relu_raises(dp, tp)
 
@@ -330,7 +282,7 @@ def test_region_closed_on_another_thread(mesh, dp, tp):
             g.close()  # a generator finalized on another thread
             return before, checks_here(dp, tp)
 
-        assert on_thread(close_there) == (False, False)  # the closer's flags stay off
+        assert exits.on_thread(close_there) == (False, False)  # the closer's flags stay off
         assert not is_type_checking()
         assert not partial_relu_raises(dp, tp)  # the opener stops checking at its next op
         assert_clean(dp, tp)
@@ -346,7 +298,7 @@ def test_region_closed_on_a_checking_thread(mesh, dp, tp):
                 g.close()
                 return checker._state().strict, partial_relu_raises(dp, tp)
 
-        assert on_thread(close_there) == (False, True)  # the closer's own region stays
+        assert exits.on_thread(close_there) == (False, True)  # the closer's own region stays
         assert not checks_here(dp, tp)
         assert_clean(dp, tp)
 
@@ -355,7 +307,7 @@ def test_pause_closed_on_another_thread_resumes_the_opener(mesh, dp, tp):
     with spmd.set_current_mesh(mesh), typecheck():
         g = region(no_typecheck())
         assert next(g) is False and not partial_relu_raises(dp, tp)
-        on_thread(g.close)
+        exits.on_thread(g.close)
         assert is_type_checking() and partial_relu_raises(dp, tp)  # the pause ended
     assert_clean(dp, tp)
 
@@ -366,7 +318,7 @@ def test_opener_changes_after_a_post_win(mesh, dp, tp):
     with spmd.set_current_mesh(mesh):
         g = region(typecheck())
         next(g)
-        on_thread(g.close)  # posts "off" to this thread
+        exits.on_thread(g.close)  # posts "off" to this thread
         with typecheck():  # this thread turns checking on itself
             assert partial_relu_raises(dp, tp)
         assert_clean(dp, tp)

@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from ._errors import SpmdTypeError
 from ._frames import is_library_file
+from ._settings import ScopedSetting
 
 __all__ = ["traceback_filtering", "UnfilteredStackTrace", "api_boundary"]
 
@@ -133,9 +134,13 @@ def traceback_filtering(mode: str = "auto") -> Iterator[None]:
         raise ValueError(f"Invalid traceback filtering mode: {mode!r}. "
                          f"Valid modes: {sorted(_VALID_MODES)}")
     _check_mode(mode)
-    old = _mode[0]
-    _mode[0] = mode
-    try:
+    with _filtering.scoped(mode):
         yield
-    finally:
-        _mode[0] = old
+
+
+def _set_mode(mode):
+    _mode[0] = mode
+
+
+# Blocks may close in any order; the innermost open one decides.
+_filtering = ScopedSetting(lambda: _mode[0], _set_mode)

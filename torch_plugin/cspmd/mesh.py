@@ -16,6 +16,7 @@ from typing import Any, FrozenSet, Iterable, Iterator, Optional
 from ._errors import SpmdTypeError
 from ._lib import ops
 from ._open_regions import OpenRegions
+from ._settings import ScopedSetting
 
 __all__ = ["MeshAxis", "set_current_mesh", "current_mesh", "current_mesh_names",
            "current_mesh_all_names", "normalize_axis", "flatten_axes", "set_printoptions"]
@@ -240,21 +241,38 @@ class set_printoptions:
     def __init__(self, *, debug=None):
         if debug is not None and not isinstance(debug, bool):
             raise TypeError(f"set_printoptions: debug must be a bool, got {debug!r}")
-        self._saved = _debug[0]
-        if debug is not None:
-            _set_debug(debug)
+        # The statement applies at once; entering the with block turns it
+        # into a block (what it replaced goes back below the block).
+        self._debug = debug
+        self._replaced = _printoptions.set(debug) if debug is not None else None
+        self._cell = None
 
     def __enter__(self):
+        cell = [_debug[0] if self._debug is None else self._debug]
+        self._cell = cell  # known before it opens: __exit__ closes it
+        try:
+            _printoptions.open(cell, self._replaced)
+        except BaseException:  # no block: the statement is taken back too
+            if self._replaced is not None:
+                _printoptions.revert(self._replaced)
+            raise
         return self
 
     def __exit__(self, *exc):
-        _set_debug(self._saved)
+        cell, self._cell = self._cell, None
+        if cell is not None:
+            _printoptions.close(cell)
         return False
 
 
 def _set_debug(debug):
     _debug[0] = bool(debug)
     ops.axis_print_debug_set(_debug[0])
+
+
+# set_printoptions blocks may close in any order; the innermost open one
+# decides, and the statement form sets the innermost one's value.
+_printoptions = ScopedSetting(lambda: _debug[0], _set_debug)
 
 
 def _reset_names():

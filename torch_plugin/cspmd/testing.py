@@ -50,32 +50,58 @@ def _check_shape(shape, mesh_dim_names):
     return shape, mesh_dim_names
 
 
-def _init_fake(world_size):
+def _require_no_group():
+    """Refuse, changing nothing, when a default group exists (it is not
+    ours to replace or to destroy)."""
     import torch.distributed as dist
-    # Importing FakeStore also registers the "fake" backend.
-    from torch.testing._internal.distributed.fake_pg import FakeStore
     if dist.is_initialized():
         raise RuntimeError(
             "a default process group is already initialized; cspmd.testing creates its "
             "own fake one: call torch.distributed.destroy_process_group() first")
+
+
+def _init_fake(world_size):
+    """The fake default group; call it inside the ``try`` whose ``finally``
+    runs :func:`_teardown`, after :func:`_require_no_group`: an interrupt
+    anywhere in it then leaves no group behind."""
+    import torch.distributed as dist
+    # Importing FakeStore also registers the "fake" backend.
+    from torch.testing._internal.distributed.fake_pg import FakeStore
     dist.init_process_group(backend="fake", rank=0, world_size=world_size, store=FakeStore())
     return dist.distributed_c10d._get_default_group()
 
 
 def _teardown():
+    """Destroy the default group and forget the axis names.  Both steps run
+    even when the first raises, and a step that raises runs once more (an
+    interrupt lands once): the first error is raised at the end."""
     import torch.distributed as dist
 
     from .mesh import _reset_names
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    _reset_names()
+
+    def destroy():
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    error = None
+    for step in (destroy, _reset_names):
+        try:
+            step()
+        except BaseException as e:  # noqa: B036 -- re-raised below
+            error = error or e
+            try:
+                step()
+            except BaseException:  # noqa: B036 -- the first error is raised
+                pass
+    if error is not None:
+        raise error
 
 
 @contextlib.contextmanager
 def _fake_pg(world_size):
-    pg = _init_fake(world_size)
+    _require_no_group()
     try:
-        yield pg
+        yield _init_fake(world_size)
     finally:
         _teardown()
 
@@ -97,8 +123,9 @@ def fake_pg(world_size=4):
 @contextlib.contextmanager
 def _fake_mesh(shape, names):
     from torch.distributed.device_mesh import init_device_mesh
-    _init_fake(math.prod(shape))
+    _require_no_group()
     try:
+        _init_fake(math.prod(shape))
         yield init_device_mesh("cpu", shape, mesh_dim_names=names)
     finally:
         _teardown()
@@ -140,8 +167,8 @@ class FakeProcessGroupTestCase(unittest.TestCase):
         shape, names = _check_shape(shape, cls.MESH_DIM_NAMES)
         cls.WORLD_SIZE = math.prod(shape)
         _teardown()  # a group left over by another test class
-        cls.pg = _init_fake(cls.WORLD_SIZE)
         try:
+            cls.pg = _init_fake(cls.WORLD_SIZE)
             cls.mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
         except BaseException:
             _teardown()

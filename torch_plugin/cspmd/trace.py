@@ -13,6 +13,7 @@ import os
 from typing import Iterator
 
 from ._lib import ops
+from ._settings import ScopedSetting
 
 __all__ = ["trace"]
 
@@ -31,12 +32,12 @@ def trace(enabled: bool = True) -> Iterator[None]:
     >>> with trace():
     ...     pass
     """
-    was = ops.trace_enabled()
-    ops.trace_set(bool(enabled))
-    try:
+    with _tracing.scoped(bool(enabled)):
         yield
-    finally:
-        ops.trace_set(was)
+
+
+# Blocks may close in any order; the innermost open one decides.
+_tracing = ScopedSetting(ops.trace_enabled, ops.trace_set)
 
 
 if os.environ.get("CSPMD_TRACE", os.environ.get("SPMD_TYPES_TRACE")) == "1":
