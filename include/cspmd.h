@@ -895,8 +895,16 @@ CSPMD_API const char *cspmd_shard_rule_name(cspmd_shard_rule_t rule);
  * local mode, a local axis), SPMD_TYPE (an axis outside the current mesh
  * while local axes are set), MISUSE (unknown axis), NOMEM. */
 CSPMD_API cspmd_status_t cspmd_partial_decl_push(const cspmd_axis_t *axes, int n);
-/* End the innermost region: SPMD_TYPE if one of its axes was never
- * derived Partial (the region ends anyway); MISUSE with no region. */
+/* cspmd_partial_decl_push, and *id: the region's id (unique in the
+ * process), for cspmd_partial_decl_end.  MISUSE if id is NULL. */
+CSPMD_API cspmd_status_t cspmd_partial_decl_open(const cspmd_axis_t *axes, int n, int64_t *id);
+/* End region id wherever it is among this thread's open regions (those
+ * opened after it stay open, in order): SPMD_TYPE if one of its axes was
+ * never derived Partial (the region ends anyway); MISUSE if no region of
+ * this thread has that id (ended already, or opened on another thread). */
+CSPMD_API cspmd_status_t cspmd_partial_decl_end(int64_t id);
+/* End the innermost region (cspmd_partial_decl_end of it); MISUSE with
+ * no region. */
 CSPMD_API cspmd_status_t cspmd_partial_decl_pop(void);
 /* How many regions are open on this thread. */
 CSPMD_API int cspmd_partial_decl_depth(void);
@@ -1024,8 +1032,9 @@ CSPMD_API cspmd_status_t cspmd_redistribute_plan(cspmd_type_t cur, cspmd_type_t 
 /* Bind a c10d process group name to its mesh axis (done when the Python
  * front first sees the group).  display (NULL or "" for none; copied) is
  * the group's description, which cspmd_group_axis registers as the axis's
- * display name.  Rebinding a name replaces both.  Errors: MISUSE (bad name
- * or axis), NOMEM (1024 groups, or no memory for the copy). */
+ * display name.  Rebinding a name replaces both.  The table grows: any
+ * number of groups, names of any length.  Errors: MISUSE (empty name or
+ * unknown axis), NOMEM (no memory for the table or the copies). */
 CSPMD_API cspmd_status_t cspmd_group_bind(const char *name, cspmd_axis_t axis,
                                           const char *display);
 /* 1 and *axis if the name is bound, else 0.  A use of the group: its
@@ -1201,6 +1210,7 @@ CSPMD_API cspmd_status_t cspmd_annotation_check_spec(int has_spec, const cspmd_a
     X(type_to_mesh) X(type_carry) X(loss_check) X(grad_check) X(grad_seed)          \
     X(pending_scalars) X(group_bind) X(mesh_intern) X(checker_set_local)            \
     X(partial_decl_push) X(partial_decl_pop) X(partial_decl_depth)                  \
+    X(partial_decl_open) X(partial_decl_end)                                        \
     X(rule_count) X(rule_find) X(shard_rule_find) X(shard_rule_name)                \
     X(coll_noop) X(coll_validate) X(coll_split) X(coll_split_backward_dtype)        \
     X(rules_transition) X(annotation_merge_check) X(annotation_check_spec)

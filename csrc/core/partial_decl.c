@@ -10,6 +10,7 @@
  * on a per-thread stack that grows as needed and is freed when the
  * outermost region ends: the innermost one says which axes are declared,
  * and a Partial derived inside it counts for the enclosing ones too.
+ * Each region has an id and ends by it, in any order (generators).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +21,12 @@ typedef struct decl {
     cspmd_axis_t axis[CSPMD_MAX_AXES];
     int n;
     uint32_t derived; /* bit i: axis[i] was derived Partial */
+    int64_t id;       /* unique in the process: regions end by id */
 } decl_t;
 
 static _Thread_local decl_t *tl_stack;
 static _Thread_local int tl_depth, tl_cap;
+static _Atomic int64_t next_id = 1;
 
 static const char *ax(cspmd_axis_t a)
 {
@@ -32,6 +35,14 @@ static const char *ax(cspmd_axis_t a)
 
 cspmd_status_t cspmd_partial_decl_push(const cspmd_axis_t *axes, int n)
 {
+    int64_t id;
+    return cspmd_partial_decl_open(axes, n, &id);
+}
+
+cspmd_status_t cspmd_partial_decl_open(const cspmd_axis_t *axes, int n, int64_t *id)
+{
+    if (id == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_partial_decl_open: id is NULL");
     if (n < 1 || n > CSPMD_MAX_AXES || axes == NULL)
         return cspmd_error_set(CSPMD_ERR_VALUE,
                                "out_partial_axes: expected 1 to %d mesh axes, got %d",
@@ -70,6 +81,7 @@ cspmd_status_t cspmd_partial_decl_push(const cspmd_axis_t *axes, int n)
     memcpy(d->axis, axes, (size_t)n * sizeof *axes);
     d->n = n;
     d->derived = 0;
+    d->id = *id = next_id++;
     return CSPMD_OK;
 }
 
@@ -77,7 +89,24 @@ cspmd_status_t cspmd_partial_decl_pop(void)
 {
     if (tl_depth == 0)
         return cspmd_error_set(CSPMD_ERR_MISUSE, "out_partial_axes: no region to end");
-    decl_t d = tl_stack[--tl_depth];
+    return cspmd_partial_decl_end(tl_stack[tl_depth - 1].id);
+}
+
+cspmd_status_t cspmd_partial_decl_end(int64_t id)
+{
+    int at = tl_depth - 1;
+    while (at >= 0 && tl_stack[at].id != id)
+        at--;
+    if (at < 0)
+        return cspmd_error_set(CSPMD_ERR_MISUSE,
+                               "out_partial_axes: region %lld is not open on this thread (a "
+                               "region ends on the thread that opened it)",
+                               (long long)id);
+    /* Closed out of order (a generator left early): the regions opened
+     * after it stay open, in order. */
+    decl_t d = tl_stack[at];
+    memmove(&tl_stack[at], &tl_stack[at + 1], (size_t)(tl_depth - at - 1) * sizeof *tl_stack);
+    tl_depth--;
     if (tl_depth == 0) {
         free(tl_stack);
         tl_stack = NULL;

@@ -414,6 +414,31 @@ START_TEST(test_out_partial_axes_checked_against_propagation)
 }
 END_TEST
 
+/* Regions end by id, in any order: the outer one ending first leaves the
+ * inner one open and governing. */
+START_TEST(test_out_partial_axes_end_out_of_order)
+{
+    cspmd_type_t out = 0;
+    const cspmd_gtensor_t a = gt(gty(LR, LV, 2, 1, -1), 4, 8), b = gt(gty(LR, LV, 2, 0, -1), 8, 6);
+    int64_t outer = 0, inner = 0;
+    ck_assert_int_eq(cspmd_partial_decl_open(&DP, 1, &outer), CSPMD_OK);
+    ck_assert_int_eq(cspmd_partial_decl_open(&TP, 1, &inner), CSPMD_OK);
+    ck_assert_int_ne(outer, inner);
+    /* the outer (dp) region ends first: dp was never derived */
+    ck_assert_int_eq(cspmd_partial_decl_end(outer), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "declares axis dp,"));
+    ck_assert_int_eq(cspmd_partial_decl_depth(), 1);
+    /* the tp region still governs: P on tp is declared */
+    ck_assert_int_eq(infer2("aten::mm", "", a, b, ty(LR, LV), &out), CSPMD_OK);
+    ck_assert_int_eq(cspmd_partial_decl_end(outer), CSPMD_ERR_MISUSE); /* ended already */
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "is not open on this thread"));
+    ck_assert_int_eq(cspmd_partial_decl_end(inner), CSPMD_OK);
+    ck_assert_int_eq(cspmd_partial_decl_depth(), 0);
+    ck_assert_int_eq(cspmd_partial_decl_open(&TP, 1, NULL), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_partial_decl_depth(), 0);
+}
+END_TEST
+
 /* view(self, size) of a 2-D tensor typed t into the sizes of size. */
 static cspmd_status_t view_of(cspmd_type_t t, int64_t a, int64_t b, int n, const int64_t *size,
                               cspmd_type_t *out)
@@ -473,6 +498,7 @@ Suite *suite_global(void)
     tcase_add_test(tc, test_collective_spec);
     tcase_add_test(tc, test_view_split_keeps_the_shard_on_the_outer_piece);
     tcase_add_test(tc, test_out_partial_axes_checked_against_propagation);
+    tcase_add_test(tc, test_out_partial_axes_end_out_of_order);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -92,3 +92,63 @@ def test_where_a_declaration_cannot_be_checked(mesh, dp, tp):
                 pass
     with spmd.out_partial_axes(tp):                    # checking off: runs unchecked
         torch.ones(2) @ torch.ones(2)
+
+
+def test_regions_held_by_generators_end_in_any_order(mesh, dp, tp):
+    from cspmd._lib import ops
+
+    import exits
+    with spmd.set_current_mesh(mesh), typecheck(local=False):
+        x, w = _xw(dp, tp)
+        outer = exits.region(spmd.out_partial_axes(dp))
+        inner = exits.region(spmd.out_partial_axes(tp))
+        next(outer), next(inner)
+        # the outer (dp) region ends first (left early, so its end check
+        # is not run, as with an error in the body); the inner one stays
+        outer.close()
+        assert ops.partial_decl_depth() == 1
+        y = x @ w                                      # P on tp: the tp region governs
+        assert spmd.get_local_type(y)[spmd.MeshAxis.of(tp)] is P
+        inner.close()
+        assert ops.partial_decl_depth() == 0
+
+
+def test_interrupt_at_every_step_of_a_region(monkeypatch, mesh, dp, tp):
+    from cspmd import regions
+    from cspmd._lib import ops
+
+    import exits
+
+    def wrap_steps(m, inject):
+        m.setattr(regions.ops, "partial_decl_open", inject.wrap(ops.partial_decl_open))
+        m.setattr(regions.ops, "partial_decl_end", inject.wrap(ops.partial_decl_end))
+
+    with spmd.set_current_mesh(mesh), typecheck(local=False):
+        x, w = _xw(dp, tp)
+
+        def run():
+            with spmd.out_partial_axes(tp):
+                with spmd.out_partial_axes(tp):
+                    x @ w
+
+        exits.interrupt_every_step(monkeypatch, wrap_steps, run,
+                                   lambda: ops.partial_decl_depth() == 0 or pytest.fail(
+                                       f"{ops.partial_decl_depth()} regions left open"),
+                                   min_steps=4)
+
+
+def test_a_region_closed_on_another_thread_is_an_error(mesh, dp, tp):
+    """The core keeps each thread's regions: another thread cannot end the
+    opener's.  Closing there raises; the opener ends it itself (limits.md)."""
+    from cspmd._lib import ops
+
+    import exits
+    with spmd.set_current_mesh(mesh), typecheck(local=False):
+        g = exits.region(spmd.out_partial_axes(tp))
+        next(g)
+        with pytest.raises(RuntimeError, match="is not open on this thread"):
+            exits.on_thread(g.close)
+        assert ops.partial_decl_depth() == 1          # still the opener's
+        with pytest.raises(SpmdTypeError, match="declares axis mesh_tp"):
+            ops.partial_decl_pop()                     # nothing was made Partial
+        assert ops.partial_decl_depth() == 0

@@ -79,16 +79,39 @@ def out_partial_axes(*axes: Any) -> Iterator[None]:
         yield
         return
     from .mesh import normalize_axis
-    ops.partial_decl_push([normalize_axis(a).id for a in axes])
+    ids = [normalize_axis(a).id for a in axes]
+    region = None
     try:
+        region = ops.partial_decl_open(ids)
         yield
     except BaseException:
-        try:
-            ops.partial_decl_pop()
-        except SpmdTypeError:
-            pass  # the body's own error is the one to see
+        if region is not None:
+            _end(region, check=False)  # the body's own error is the one to see
         raise
-    ops.partial_decl_pop()
+    # The region's own end, wherever it is among the open ones: regions
+    # held by generators may end in any order.
+    _end(region, check=True)
+
+
+def _end(region, check):
+    """End an out_partial_axes region.  check: raise its end check (a
+    declared axis never made Partial).  A region closed on another thread
+    than its opener's raises RuntimeError (the core's regions are the
+    opener's).  An interrupt of the end is finished (retried once, an end
+    that had happened already is fine), then raised."""
+    try:
+        ops.partial_decl_end(region)
+    except SpmdTypeError:
+        if check:
+            raise
+    except BaseException as e:
+        if isinstance(e, Exception):
+            raise  # not open on this thread
+        try:
+            ops.partial_decl_end(region)
+        except Exception:  # noqa: BLE001 -- the end check, or ended already
+            pass
+        raise
 
 
 def _is_spec_leaf(spec):
