@@ -4,6 +4,7 @@
  * the _c10d_functional ops, and the registry that maps a process group's
  * name to its mesh axis.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,50 +15,63 @@
 
 /* ---- group name -> axis ------------------------------------------------ */
 
-#define GROUPS_MAX 1024
-#define GROUP_NAME_MAX 128
-
+/* Every group bound so far (a name re-used for a new group rebinds); the
+ * table grows as groups are bound. */
 typedef struct group_entry {
-    char name[GROUP_NAME_MAX];
+    char *name;    /* heap */
     cspmd_axis_t axis;
     char *display; /* the group's description (heap), or NULL */
 } group_entry_t;
 
-static group_entry_t groups[GROUPS_MAX];
-static int ngroups;
+static group_entry_t *groups;
+static int ngroups, groups_cap;
 static pthread_mutex_t groups_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static char *copy_text(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *copy = malloc(n);
+    if (copy != NULL)
+        memcpy(copy, s, n);
+    return copy;
+}
 
 cspmd_status_t cspmd_group_bind(const char *name, cspmd_axis_t axis, const char *display)
 {
-    if (name == NULL || name[0] == '\0' || strlen(name) >= GROUP_NAME_MAX)
-        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_group_bind: bad group name");
+    if (name == NULL || name[0] == '\0')
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_group_bind: empty group name");
     if (cspmd_axis_size(axis) == 0)
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_group_bind: unknown axis id %u",
                                (unsigned)axis);
-    char *copy = NULL;
-    if (display != NULL && display[0] != '\0') {
-        size_t n = strlen(display) + 1;
-        copy = malloc(n);
-        if (copy == NULL)
-            return cspmd_error_set(CSPMD_ERR_NOMEM, "cspmd_group_bind: out of memory");
-        memcpy(copy, display, n);
-    }
+    char *copy = NULL, *name_copy = NULL;
+    if (display != NULL && display[0] != '\0' && (copy = copy_text(display)) == NULL)
+        return cspmd_error_set(CSPMD_ERR_NOMEM, "cspmd_group_bind: out of memory");
     cspmd_status_t st = CSPMD_OK;
     pthread_mutex_lock(&groups_mutex);
     int i;
     for (i = 0; i < ngroups; i++)
         if (strcmp(groups[i].name, name) == 0)
             break;
-    if (i == ngroups && ngroups == GROUPS_MAX) {
-        st = cspmd_error_set(CSPMD_ERR_NOMEM, "cspmd: the group table is full (%d entries)",
-                             GROUPS_MAX);
-    } else {
+    if (i == ngroups && ngroups == groups_cap) {
+        int cap = groups_cap == 0 ? 16 : groups_cap <= INT_MAX / 2 ? groups_cap * 2 : 0;
+        group_entry_t *grown = cap > 0 ? realloc(groups, (size_t)cap * sizeof *grown) : NULL;
+        if (grown == NULL)
+            st = cspmd_error_set(CSPMD_ERR_NOMEM,
+                                 "cspmd_group_bind: out of memory for group %d", ngroups + 1);
+        else {
+            groups = grown;
+            groups_cap = cap;
+        }
+    }
+    if (st == CSPMD_OK && i == ngroups && (name_copy = copy_text(name)) == NULL)
+        st = cspmd_error_set(CSPMD_ERR_NOMEM, "cspmd_group_bind: out of memory");
+    if (st == CSPMD_OK) {
         if (i == ngroups) {
-            snprintf(groups[i].name, GROUP_NAME_MAX, "%s", name);
+            groups[i].name = name_copy;
             groups[i].display = NULL;
             ngroups++;
         }
-        groups[i].axis = axis; /* a group name re-used for a new group rebinds */
+        groups[i].axis = axis;
         free(groups[i].display);
         groups[i].display = copy;
         copy = NULL;

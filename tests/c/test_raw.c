@@ -1,5 +1,6 @@
 /* Raw torch.distributed collectives (csrc/core/raw_dist_rules.c): the group
  * registry and the input/output rules. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cspmd.h"
@@ -29,6 +30,31 @@ START_TEST(test_group_registry)
     ck_assert_int_eq(cspmd_group_bind("", TP, NULL), CSPMD_ERR_MISUSE);
     ck_assert_int_eq(cspmd_group_bind(NULL, TP, NULL), CSPMD_ERR_MISUSE);
     ck_assert_int_eq(cspmd_group_bind("8", 77777u, "x"), CSPMD_ERR_MISUSE);
+}
+END_TEST
+
+/* No limit on the number of groups or the length of a name (the table
+ * once held 1,024 names of at most 127 characters). */
+START_TEST(test_group_registry_grows)
+{
+    char name[40];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(name, sizeof name, "grow-%d", i);
+        ck_assert_int_eq(cspmd_group_bind(name, i % 2 ? TP : DP, NULL), CSPMD_OK);
+    }
+    cspmd_axis_t a = 0;
+    ck_assert_int_eq(cspmd_group_axis("grow-4999", &a), 1);
+    ck_assert_uint_eq(a, TP);
+    ck_assert_int_eq(cspmd_group_axis("grow-0", &a), 1);
+    ck_assert_uint_eq(a, DP);
+    char long_name[600];
+    memset(long_name, 'g', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    ck_assert_int_eq(cspmd_group_bind(long_name, TP, "long"), CSPMD_OK);
+    ck_assert_int_eq(cspmd_group_axis(long_name, &a), 1);
+    ck_assert_uint_eq(a, TP);
+    long_name[300] = '\0'; /* a prefix is another name */
+    ck_assert_int_eq(cspmd_group_axis(long_name, &a), 0);
 }
 END_TEST
 
@@ -144,6 +170,7 @@ Suite *suite_raw(void)
     TCase *tc = tcase_create("raw");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_group_registry);
+    tcase_add_test(tc, test_group_registry_grows);
     tcase_add_test(tc, test_group_description_names_axis_on_use);
     tcase_add_test(tc, test_rule_table);
     tcase_add_test(tc, test_all_reduce_input);
