@@ -25,7 +25,7 @@ def printoptions(debug):
 
 def debug_shown():
     """Python's flag and the core's (which formats messages) agree."""
-    core = ops.axis_print_debug()
+    core = bool(ops.axis_print_debug())
     assert core == mesh_mod._debug[0]
     return core
 
