@@ -74,6 +74,15 @@ CSPMDI_HIDDEN uint32_t cspmdi_mesh_id(void);
  * returns their count, -1 for 0 or an unknown id. */
 CSPMDI_HIDDEN int cspmdi_mesh_axes(uint32_t mesh, cspmd_axis_t *axes);
 
+/* Which axes the calling thread types globally, as one word read once per
+ * op: CSPMDI_POLICY_LOCAL (local mode: none), CSPMDI_POLICY_ALL_GLOBAL
+ * (global mode, no local axes: every axis), else the current mesh entry
+ * has local axes (ask cspmd_axis_is_global).  Equal words mean the same
+ * policy, so it also keys memos of global-mode verdicts. */
+#define CSPMDI_POLICY_LOCAL 0u
+#define CSPMDI_POLICY_ALL_GLOBAL 1u
+CSPMDI_HIDDEN uint32_t cspmdi_global_policy(void);
+
 /* ---- errors (error.c, error_context.c) --------------------------------- */
 
 /* The current error's message alone (without its context). */

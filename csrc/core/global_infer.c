@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "global_memo.h"
 #include "shard_rules.h"
 
 static const char *ax(cspmd_axis_t a)
@@ -28,10 +29,18 @@ static int spec_has(const cspmd_spec_t *s, cspmd_axis_t a, int *dim)
     return 0;
 }
 
-cspmd_status_t cspmd_global_check_operand(cspmd_type_t type)
+/* cspmd_axis_is_global under a policy read once per op (cspmdi_global_policy):
+ * no mesh lookups unless the current mesh entry has local axes. */
+static cspmd_status_t axis_global(uint32_t policy, cspmd_axis_t a, int *global)
 {
-    if (type == CSPMD_TYPE_UNTYPED || type == CSPMD_TYPE_EMPTY)
-        return CSPMD_OK;
+    if (policy > CSPMDI_POLICY_ALL_GLOBAL)
+        return cspmd_axis_is_global(a, global);
+    *global = policy == CSPMDI_POLICY_ALL_GLOBAL;
+    return CSPMD_OK;
+}
+
+static cspmd_status_t check_operand(cspmd_type_t type, uint32_t policy)
+{
     cspmd_axis_t axes[CSPMD_MAX_AXES];
     cspmd_ltype_t lts[CSPMD_MAX_AXES];
     int n = cspmdi_type_axes(type, axes, lts);
@@ -49,7 +58,7 @@ cspmd_status_t cspmd_global_check_operand(cspmd_type_t type)
     cspmd_status_t st;
     for (int i = 0; i < n; i++) {
         int global;
-        if ((st = cspmd_axis_is_global(axes[i], &global)) != CSPMD_OK)
+        if ((st = axis_global(policy, axes[i], &global)) != CSPMD_OK)
             return st;
         if (global && lts[i] == CSPMD_LT_V && !spec_has(spec, axes[i], NULL))
             return cspmd_error_set(
@@ -64,7 +73,7 @@ cspmd_status_t cspmd_global_check_operand(cspmd_type_t type)
             cspmd_axis_t a = spec->entry[d][i];
             cspmd_ltype_t lt = cspmd_type_get(type, a);
             int global;
-            if ((st = cspmd_axis_is_global(a, &global)) != CSPMD_OK)
+            if ((st = axis_global(policy, a, &global)) != CSPMD_OK)
                 return st;
             if (global && lt != CSPMD_LT_V)
                 return cspmd_error_set(
@@ -74,6 +83,38 @@ cspmd_status_t cspmd_global_check_operand(cspmd_type_t type)
                     ax(a), lt == CSPMD_LT_NONE ? "None" : cspmd_ltype_letter(lt));
         }
     return CSPMD_OK;
+}
+
+/* The verdict depends only on the type (ids are never reused) and the
+ * policy, and the same few types pass again and again: a per-thread memo
+ * of the (type, policy) pairs that passed. */
+#define PASSED_SLOTS 64
+
+typedef struct passed {
+    cspmd_type_t type;
+    uint32_t policy;
+} passed_t;
+
+static _Thread_local passed_t tl_passed[PASSED_SLOTS];
+
+static cspmd_status_t check_operand_memo(cspmd_type_t type, uint32_t policy)
+{
+    if (type == CSPMD_TYPE_UNTYPED || type == CSPMD_TYPE_EMPTY)
+        return CSPMD_OK;
+    passed_t *m = &tl_passed[((uint32_t)type * 2654435761u ^ policy) % PASSED_SLOTS];
+    if (m->type == type && m->policy == policy)
+        return CSPMD_OK;
+    cspmd_status_t st = check_operand(type, policy);
+    if (st == CSPMD_OK) {
+        m->type = type;
+        m->policy = policy;
+    }
+    return st;
+}
+
+cspmd_status_t cspmd_global_check_operand(cspmd_type_t type)
+{
+    return check_operand_memo(type, cspmdi_global_policy());
 }
 
 /* ---- shard axes and their order ---------------------------------------- */
@@ -114,7 +155,8 @@ static int reaches(const shard_axes_t *s, int i, int j)
 /* The global axes named by the operands' specs, ordering constraints from
  * adjacent axes of each multi-axis entry, then a topological sort with
  * first-seen order breaking ties. */
-static cspmd_status_t collect_shard_axes(const cspmd_gcall_t *call, shard_axes_t *s)
+static cspmd_status_t collect_shard_axes(const cspmd_gcall_t *call, uint32_t policy,
+                                         shard_axes_t *s)
 {
     s->n = 0;
     for (int t = 0; t < call->ntensors; t++) {
@@ -127,7 +169,7 @@ static cspmd_status_t collect_shard_axes(const cspmd_gcall_t *call, shard_axes_t
             int prev = -1;
             for (int e = 0; e < spec->nentry[d]; e++) {
                 int global;
-                if ((st = cspmd_axis_is_global(spec->entry[d][e], &global)) != CSPMD_OK)
+                if ((st = axis_global(policy, spec->entry[d][e], &global)) != CSPMD_OK)
                     return st;
                 if (!global)
                     continue;
@@ -352,24 +394,21 @@ static int retry_replicated_as_shard(cspmd_shard_rule_t rule, shard_io_t *io, in
     return SHARD_NO_STRATEGY;
 }
 
-static cspmd_status_t infer(cspmd_shard_rule_t rule, cspmd_shard_oracle_t oracle, void *ctx,
-                            const cspmd_gcall_t *call, cspmd_type_t local_out,
-                            cspmd_type_t *outs)
+/* The propagation proper (infer, below, memoises it): *promo gets the
+ * axes of local_out promoted V -> P. */
+static cspmd_status_t propagate(cspmd_shard_rule_t rule, cspmd_shard_oracle_t oracle, void *ctx,
+                                const cspmd_gcall_t *call, uint32_t policy,
+                                cspmd_type_t local_out, cspmd_type_t *outs, uint32_t *promo_out)
 {
-    if (call == NULL || outs == NULL || call->ntensors < 0 ||
-        call->ntensors > CSPMD_GLOBAL_MAX_TENSORS || (call->ntensors && call->tensors == NULL) ||
-        call->nargs < 0 || (call->nargs && call->args == NULL) || call->nresults < 0)
-        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_global_infer: bad call");
     const char *op = call->name != NULL ? call->name : "?";
     cspmd_status_t st;
+    *promo_out = 0;
     for (int t = 0; t < call->ntensors; t++)
         if (!call->tensors[t].scalar &&
-            (st = cspmd_global_check_operand(call->tensors[t].type)) != CSPMD_OK)
+            (st = check_operand_memo(call->tensors[t].type, policy)) != CSPMD_OK)
             return st;
-    for (int r = 0; r < CSPMD_MAX_RESULTS; r++)
-        outs[r] = local_out;
     shard_axes_t s;
-    if ((st = collect_shard_axes(call, &s)) != CSPMD_OK)
+    if ((st = collect_shard_axes(call, policy, &s)) != CSPMD_OK)
         return st;
     /* In permissive mode the local type may lack an axis some operand
      * lacks: no propagation there either (its ordering edges still count). */
@@ -473,9 +512,9 @@ static cspmd_status_t infer(cspmd_shard_rule_t rule, cspmd_shard_oracle_t oracle
     }
     /* Each result's spec, axes in the sorted order. */
     for (int r = 0; r < call->nresults; r++) {
-        cspmd_spec_t spec;
-        memset(&spec, 0, sizeof spec);
+        cspmd_spec_t spec; /* entries are written before they are read */
         spec.ndim = ndim[r];
+        memset(spec.nentry, 0, sizeof spec.nentry);
         int any = 0;
         for (int i = 0; i < s.n; i++) {
             int8_t p = active >> i & 1u ? place[i][r] : CSPMD_PLACE_NONE;
@@ -501,7 +540,38 @@ static cspmd_status_t infer(cspmd_shard_rule_t rule, cspmd_shard_oracle_t oracle
         if (st != CSPMD_OK)
             return st;
     }
-    return cspmdi_partial_decl_check(op, axes, na, promo);
+    *promo_out = promo;
+    return CSPMD_OK;
+}
+
+static cspmd_status_t infer(cspmd_shard_rule_t rule, cspmd_shard_oracle_t oracle, void *ctx,
+                            const cspmd_gcall_t *call, cspmd_type_t local_out,
+                            cspmd_type_t *outs)
+{
+    if (call == NULL || outs == NULL || call->ntensors < 0 ||
+        call->ntensors > CSPMD_GLOBAL_MAX_TENSORS || (call->ntensors && call->tensors == NULL) ||
+        call->nargs < 0 || (call->nargs && call->args == NULL) || call->nresults < 0)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_global_infer: bad call");
+    for (int r = 0; r < CSPMD_MAX_RESULTS; r++)
+        outs[r] = local_out;
+    uint32_t policy = cspmdi_global_policy(), promo = 0;
+    cspmdi_gmemo_key_t key;
+    int memo = oracle == NULL &&
+               cspmdi_gmemo_key(&key, rule, call, policy, tl_backward_relax, local_out);
+    cspmd_status_t st;
+    if (!(memo && cspmdi_gmemo_get(&key, call->nresults, outs, &promo))) {
+        st = propagate(rule, oracle, ctx, call, policy, local_out, outs, &promo);
+        if (st != CSPMD_OK)
+            return st;
+        if (memo)
+            cspmdi_gmemo_put(&key, call->nresults, outs, promo);
+    }
+    if (promo == 0)
+        return CSPMD_OK;
+    /* out_partial_axes: checked (and marked) on every call, memoised or not */
+    cspmd_axis_t axes[CSPMD_MAX_AXES];
+    int na = cspmdi_type_axes(local_out, axes, NULL);
+    return cspmdi_partial_decl_check(call->name != NULL ? call->name : "?", axes, na, promo);
 }
 
 cspmd_status_t cspmd_global_infer(cspmd_shard_rule_t rule, const cspmd_gcall_t *call,

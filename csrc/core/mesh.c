@@ -234,6 +234,17 @@ int cspmd_mesh_local_axes(cspmd_axis_t *axes)
     return (int)r->nlocal;
 }
 
+uint32_t cspmdi_global_policy(void)
+{
+    if (cspmd_checker_local())
+        return CSPMDI_POLICY_LOCAL;
+    if (!tl_owner || tl_depth == 0)
+        return CSPMDI_POLICY_ALL_GLOBAL; /* no local axes (cspmd_mesh_local_axes) */
+    uint32_t id = tl_stack[tl_depth - 1];
+    const mesh_rec_t *r = cspmdi_table_get(&mesh_tab, id);
+    return r == NULL || r->nlocal == 0 ? CSPMDI_POLICY_ALL_GLOBAL : id + 2u;
+}
+
 cspmd_status_t cspmd_axis_is_global(cspmd_axis_t axis, int *global)
 {
     if (global == NULL)

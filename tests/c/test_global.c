@@ -83,6 +83,32 @@ START_TEST(test_operand_check)
 }
 END_TEST
 
+/* The per-thread memo of operands that passed keys on the policy: a
+ * verdict reached in local mode or with dp local does not carry over. */
+START_TEST(test_operand_check_memo_follows_the_policy)
+{
+    cspmd_type_t dp_v = gty(LV, LR, 2, -1, -1); /* V on dp, no spec */
+    cspmd_checker_set_local(1);
+    ck_assert_int_eq(cspmd_global_check_operand(dp_v), CSPMD_OK);
+    cspmd_checker_set_local(0);
+    ck_assert_int_eq(cspmd_global_check_operand(dp_v), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_mesh_set_local_axes(&DP, 1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_global_check_operand(dp_v), CSPMD_OK);
+    ck_assert_int_eq(cspmd_mesh_set_local_axes(NULL, 0), CSPMD_OK);
+    ck_assert_int_eq(cspmd_global_check_operand(dp_v), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "Varying type on axis dp"));
+    /* and the same through global inference */
+    cspmd_gtensor_t t = gt(dp_v, 4, 4);
+    cspmd_gcall_t call = {"aten::neg", 1, &t, 0, NULL, 1};
+    cspmd_type_t outs[CSPMD_MAX_RESULTS];
+    cspmd_shard_rule_t neg = cspmd_shard_rule_find("aten::neg", "");
+    ck_assert_int_eq(cspmd_global_infer(neg, &call, dp_v, outs), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_mesh_set_local_axes(&DP, 1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_global_infer(neg, &call, dp_v, outs), CSPMD_OK);
+    ck_assert_uint_eq(outs[0], dp_v);
+}
+END_TEST
+
 static cspmd_status_t infer2(const char *op, const char *ov, cspmd_gtensor_t a,
                              cspmd_gtensor_t b, cspmd_type_t local, cspmd_type_t *out)
 {
@@ -487,6 +513,7 @@ Suite *suite_global(void)
     tcase_add_checked_fixture(tc, h_global_setup, h_global_teardown);
     tcase_add_test(tc, test_mode_and_local_axes);
     tcase_add_test(tc, test_operand_check);
+    tcase_add_test(tc, test_operand_check_memo_follows_the_policy);
     tcase_add_test(tc, test_mm_rows_columns_and_contraction);
     tcase_add_test(tc, test_pointwise_broadcast_and_no_rule);
     tcase_add_test(tc, test_oracle_supplies_placements_the_core_decides);
