@@ -22,46 +22,39 @@ typedef struct gmemo_slot {
 
 static _Thread_local gmemo_slot_t tl_slots[GMEMO_SLOTS];
 
-static int push(cspmdi_gmemo_key_t *k, uint64_t v)
-{
-    if (k->n == CSPMDI_GMEMO_WORDS)
-        return 0;
-    k->w[k->n++] = v;
-    return 1;
-}
-
 int cspmdi_gmemo_key(cspmdi_gmemo_key_t *k, cspmd_shard_rule_t rule, const cspmd_gcall_t *call,
                      uint32_t policy, int relax, cspmd_type_t local_out)
 {
     if (rule < 0 || call->nresults > CSPMD_MAX_RESULTS)
         return 0;
-    k->n = 0;
-    push(k, (uint64_t)(uint32_t)rule | (uint64_t)policy << 32);
-    push(k, (uint64_t)local_out | (uint64_t)(relax != 0) << 32 |
-                (uint64_t)(uint32_t)call->nresults << 40);
-    push(k, (uint64_t)(uint32_t)call->ntensors | (uint64_t)(uint32_t)call->nargs << 32);
+    uint64_t *w = k->w;
+    int n = 0;
+    w[n++] = (uint64_t)(uint32_t)rule | (uint64_t)policy << 32;
+    w[n++] = (uint64_t)local_out | (uint64_t)(relax != 0) << 32 |
+             (uint64_t)(uint32_t)call->nresults << 40;
+    w[n++] = (uint64_t)(uint32_t)call->ntensors | (uint64_t)(uint32_t)call->nargs << 32;
     for (int t = 0; t < call->ntensors; t++) {
         const cspmd_gtensor_t *g = &call->tensors[t];
-        if (g->ndim < 0 || g->ndim > CSPMD_MAX_DIMS)
+        if (g->ndim < 0 || g->ndim > CSPMD_MAX_DIMS || n + 1 + g->ndim > CSPMDI_GMEMO_WORDS)
             return 0;
-        if (!push(k, (uint64_t)g->type | (uint64_t)g->arg << 32 | (uint64_t)(uint8_t)g->ndim << 48 |
-                         (uint64_t)(g->scalar != 0) << 56))
-            return 0;
+        w[n++] = (uint64_t)g->type | (uint64_t)g->arg << 32 | (uint64_t)(uint8_t)g->ndim << 48 |
+                 (uint64_t)(g->scalar != 0) << 56;
         for (int d = 0; d < g->ndim; d++)
-            if (!push(k, (uint64_t)g->sizes[d]))
-                return 0;
+            w[n++] = (uint64_t)g->sizes[d];
     }
     for (int a = 0; a < call->nargs; a++) {
         const cspmd_garg_t *ga = &call->args[a];
-        if (ga->n > CSPMD_MAX_DIMS || !push(k, (uint64_t)(uint32_t)ga->n))
+        int nv = ga->n > 0 ? ga->n : 0;
+        if (ga->n > CSPMD_MAX_DIMS || n + 1 + nv > CSPMDI_GMEMO_WORDS)
             return 0;
-        for (int i = 0; i < ga->n; i++)
-            if (!push(k, (uint64_t)ga->v[i]))
-                return 0;
+        w[n++] = (uint64_t)(uint32_t)ga->n;
+        for (int i = 0; i < nv; i++)
+            w[n++] = (uint64_t)ga->v[i];
     }
     uint64_t h = 0xcbf29ce484222325u;
-    for (int i = 0; i < k->n; i++)
-        h = (h ^ k->w[i]) * 0x100000001b3u;
+    for (int i = 0; i < n; i++)
+        h = (h ^ w[i]) * 0x100000001b3u;
+    k->n = n;
     k->hash = (uint32_t)(h ^ h >> 32);
     return 1;
 }

@@ -39,8 +39,11 @@ cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t 
     cspmdk_op_rules_t rules = cspmdk_op_rules(call);
     const char *name = rules.display;
     int nt = 0, any_out = 0;
+    uint64_t tensor_args = 0; /* arguments (< 64) that hold tensors: no integers there */
     for (int i = 0; i < args->ntensors; i++) {
         const cspmd_tensor_ref_t *r = &args->tensors[i];
+        if (r->arg < 64)
+            tensor_args |= UINT64_C(1) << r->arg;
         any_out |= r->out;
         if (r->out)
             continue;
@@ -58,13 +61,14 @@ cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t 
         g->arg = r->arg;
         g->ndim = (int8_t)nd;
         g->scalar = r->wrapped_number;
-        for (int d = 0; d < nd; d++)
-            g->sizes[d] = cspmd_tensor_size(r->tensor, d);
+        cspmd_tensor_sizes(r->tensor, g->sizes, nd);
     }
     int na = args->nargs < GLOBAL_ARGS ? args->nargs : GLOBAL_ARGS;
     for (int a = 0; a < na; a++)
-        if ((gargs[a].n = cspmd_call_arg_ints(call, a, gargs[a].v, CSPMD_MAX_DIMS)) >
-            CSPMD_MAX_DIMS)
+        if ((tensor_args >> a) & 1u)
+            gargs[a].n = CSPMD_GARG_OTHER; /* what cspmd_call_arg_ints says of a tensor */
+        else if ((gargs[a].n = cspmd_call_arg_ints(call, a, gargs[a].v, CSPMD_MAX_DIMS)) >
+                 CSPMD_MAX_DIMS)
             gargs[a].n = CSPMD_GARG_OTHER;
     cspmd_gcall_t g = {name, nt, tensors, na, gargs, nresults};
     cspmd_shard_rule_t rule = rules.shard;

@@ -132,6 +132,9 @@ int64_t cspmd_tensor_dim(const cspmd_tensor_t *t);
 int cspmd_tensor_is_zero(cspmd_tensor_t *t);
 /* The extent of dim d, -1 if it is not one number (symbolic, ragged). */
 int64_t cspmd_tensor_size(const cspmd_tensor_t *t, int64_t d);
+/* The extents of dims 0..n-1 into sizes (each as cspmd_tensor_size), in
+ * one call; n at most the tensor's dims. */
+void cspmd_tensor_sizes(const cspmd_tensor_t *t, int64_t *sizes, int64_t n);
 /* "f32", "bf16", "i64", ... */
 const char *cspmd_tensor_dtype_abbrev(const cspmd_tensor_t *t);
 

@@ -157,6 +157,20 @@ int64_t cspmd_tensor_size(const cspmd_tensor_t *t, int64_t d) {
     }
 }
 
+void cspmd_tensor_sizes(const cspmd_tensor_t *t, int64_t *sizes, int64_t n) {
+    auto *impl = reinterpret_cast<const c10::TensorImpl *>(t);
+    try {
+        c10::SymIntArrayRef s = impl->sym_sizes();
+        for (int64_t d = 0; d < n; d++) {
+            auto v = d < static_cast<int64_t>(s.size()) ? s[d].maybe_as_int() : std::nullopt;
+            sizes[d] = v ? *v : -1;
+        }
+    } catch (...) { // a nested tensor's ragged sizes: dim by dim
+        for (int64_t d = 0; d < n; d++)
+            sizes[d] = cspmd_tensor_size(t, d);
+    }
+}
+
 const char *cspmd_tensor_dtype_abbrev(const cspmd_tensor_t *t) {
     switch (reinterpret_cast<const c10::TensorImpl *>(t)->dtype().toScalarType()) {
     case c10::ScalarType::Float: return "f32";
