@@ -45,7 +45,7 @@ def make_step(spmd, dp, tp, cfg):
         spmd.assert_type(x, {dp: S(0), tp: R})
         opt.zero_grad()
         y = spmd.all_reduce(torch.relu(x @ w1) @ w2, tp, src=P, dst=I)
-        spmd.all_reduce(y.square().mean(), dp, src=P, dst=I).backward()
+        spmd.all_reduce(y.square().sum(), dp, src=P, dst=I).backward()
         for w in (w1, w2):
             w.grad = spmd.all_reduce(w.grad, dp, src=P, dst=R)
         opt.step()
