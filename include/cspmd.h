@@ -909,6 +909,25 @@ CSPMD_API cspmd_status_t cspmd_partial_decl_pop(void);
 /* How many regions are open on this thread. */
 CSPMD_API int cspmd_partial_decl_depth(void);
 
+/* register_no_typecheck: code exempted from checking.  Keys are opaque
+ * pointers (the shim's Python code objects, kept alive by the front), kept
+ * for the life of the process; adding one twice keeps one.  Errors: MISUSE
+ * (NULL), NOMEM.  armed is 0 until the first key is added: one relaxed
+ * load, what the kernel reads on every op.  has and count take no lock. */
+CSPMD_API cspmd_status_t cspmd_unchecked_code_add(const void *code);
+CSPMD_API int cspmd_unchecked_code_armed(void);
+CSPMD_API int cspmd_unchecked_code_has(const void *code);
+CSPMD_API int cspmd_unchecked_code_count(void);
+/* Forget every key (tests: leave the process as it was found). */
+CSPMD_API void cspmd_unchecked_code_clear(void);
+/* An op run while unchecked code is active on its thread (a registered
+ * code object on the Python stack, or the backward of an op run there) is
+ * not checked: its results stay untyped and written tensors keep their
+ * types, as under no_typecheck().  The gradient its backward returns for a
+ * forward input of type `input` is typed as this says: the dual (UNTYPED
+ * stays UNTYPED). */
+CSPMD_API cspmd_type_t cspmd_unchecked_grad_type(cspmd_type_t input);
+
 /* Global mode, this thread: while on, an operand that is R with no spec
  * on a shard axis whose rule finds no strategy is tried as sharded on
  * each of its dims (the first placement the rule accepts is taken): in
@@ -1213,7 +1232,8 @@ CSPMD_API cspmd_status_t cspmd_annotation_check_spec(int has_spec, const cspmd_a
     X(partial_decl_open) X(partial_decl_end)                                        \
     X(rule_count) X(rule_find) X(shard_rule_find) X(shard_rule_name)                \
     X(coll_noop) X(coll_validate) X(coll_split) X(coll_split_backward_dtype)        \
-    X(rules_transition) X(annotation_merge_check) X(annotation_check_spec)
+    X(rules_transition) X(annotation_merge_check) X(annotation_check_spec)  \
+    X(unchecked_code_clear) X(unchecked_code_count)
 
 #ifdef __cplusplus
 }

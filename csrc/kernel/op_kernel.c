@@ -566,6 +566,9 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
 
 cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
 {
+    /* register_no_typecheck: one relaxed load while nothing is registered */
+    if (cspmd_unchecked_code_armed() && cspmd_in_unchecked_code())
+        return cspmd_call_run_unchecked(call);
     cspmd_rule_t rule = cspmdk_op_rules(call).local;
     if (cspmd_rule_kind(rule) == CSPMD_KIND_PASSTHROUGH)
         return cspmd_call_redispatch(call);

@@ -385,8 +385,12 @@ at::Tensor collective_autograd(const at::Tensor &x, int64_t op, std::string grou
         return call_collective(x, op, group, axis, types, dims, sizes_a, sizes_b, dtypes, expert,
                                inplace);
     }
-    return CollectiveFn::apply(x, op, std::move(group), axis, types, dims, sizes_a, sizes_b,
-                               dtypes, expert, inplace, std::string());
+    bool unchecked = in_unchecked_code() && !torch::autograd::get_current_node();
+    at::Tensor out = CollectiveFn::apply(x, op, std::move(group), axis, types, dims, sizes_a,
+                                         sizes_b, dtypes, expert, inplace, std::string());
+    if (unchecked)  // run in register_no_typecheck code: so is its backward
+        mark_unchecked_node(out, {x});
+    return out;
 }
 
 } // namespace

@@ -47,7 +47,7 @@ bool key_pause(bool paused) {
 }
 
 bool key_enabled() {
-    return !tl_paused && c10::impl::tls_is_dispatch_key_included(kKey);
+    return !tl_paused && c10::impl::tls_is_dispatch_key_included(kKey) && !in_unchecked_code();
 }
 
 void key_set_enabled(bool on) {

@@ -29,6 +29,10 @@
 #include "shim_internal.h"
 
 namespace cspmd {
+// register_no_typecheck (unchecked_code.cpp).
+void unchecked_code_add(pybind11::object code);
+bool unchecked_code_active();
+
 namespace {
 
 using IntList = c10::ArrayRef<int64_t>;
@@ -487,6 +491,8 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(checker_set);
         CSPMD_BIND(checker_state);
         CSPMD_BIND(checker_pause);
+        CSPMD_BIND(unchecked_code_add);
+        CSPMD_BIND(unchecked_code_active);
         CSPMD_BIND(redistribute_plan);
         CSPMD_BIND(mesh_apply);
         CSPMD_BIND(mesh_post);

@@ -20,7 +20,7 @@ namespace {
 
 void raw_trampoline(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
                     torch::jit::Stack *stack) {
-    if (key_paused()) {
+    if (key_paused() || in_unchecked_code()) {
         KeyOff off;
         op.redispatchBoxed(ks.remove(c10::DispatchKey::Fake), stack);
         return;

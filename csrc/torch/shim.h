@@ -168,6 +168,18 @@ void cspmd_trace_emit(const char *line);
  * Returns 0 outside backward. */
 int cspmd_autograd_node(char *name, size_t name_len, char *where, size_t where_len);
 
+/* ---- register_no_typecheck ------------------------------------------ */
+
+/* 1 if unchecked code is active on this thread: a code object registered
+ * with the core (cspmd_unchecked_code_add) on its Python stack (takes the
+ * GIL), or the autograd node being run is the backward of an op run there.
+ * Call only when cspmd_unchecked_code_armed(). */
+int cspmd_in_unchecked_code(void);
+/* Run the call unchecked: redispatch with the key off, results untyped;
+ * the autograd node the op records is marked so that its backward runs
+ * unchecked, returning gradients typed by cspmd_unchecked_grad_type. */
+cspmd_status_t cspmd_call_run_unchecked(cspmd_call_t *call);
+
 /* ---- tensor ops for the collectives --------------------------------- */
 /* Results are owned references: release each with cspmd_tensor_release.
  * The caller runs them with cspmd's key off.  dtype codes are torch's

@@ -28,6 +28,13 @@ namespace cspmd {
 // The key in this thread's included set (checking reaches the kernel) and
 // not paused.
 bool key_enabled();
+// Unchecked code active on this thread (register_no_typecheck;
+// unchecked_code.cpp): false at the cost of one load while nothing is
+// registered.
+bool in_unchecked_code();
+// Mark result's autograd node (made by an op run in unchecked code) so
+// that its backward runs unchecked, its gradients typed for inputs.
+void mark_unchecked_node(const at::Tensor &result, const std::vector<at::Tensor> &inputs);
 void key_set_enabled(bool on);
 // Pause every kernel on the key while the key stays included (dispatch.cpp);
 // returns the previous setting.

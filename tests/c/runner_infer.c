@@ -15,6 +15,7 @@ int main(void)
     srunner_add_suite(sr, suite_redistribute_plan());
     srunner_add_suite(sr, suite_error_context());
     srunner_add_suite(sr, suite_hook_rules());
+    srunner_add_suite(sr, suite_unchecked_code());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -20,4 +20,5 @@ Suite *suite_global(void);
 Suite *suite_redistribute_plan(void);
 Suite *suite_error_context(void);
 Suite *suite_hook_rules(void);
+Suite *suite_unchecked_code(void);
 #endif

@@ -20,9 +20,6 @@ import reference
 MODULES = ["", ".checker", ".runtime", ".types", ".rules", ".rulecheck"]
 
 SKIP = {
-    # Not built yet.
-    "register_no_typecheck": "pausing checking for a registered code object on the stack is not "
-                             "implemented yet",
     # Constructed differently on purpose; users build axes with MeshAxis.of(...).
     "MeshAxis": "MeshAxis(...) takes the reference's layout object there and the core's axis id "
                 "here; both build axes through MeshAxis.of(group or size, stride)",

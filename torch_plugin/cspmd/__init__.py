@@ -13,7 +13,7 @@ from . import compiled as _compiled  # noqa: F401  (torch.compile'd code checked
 from ._errors import DTensorPropagationError, RedistributeError, SpmdTypeError
 from ._traceback import api_boundary as _api
 from ._traceback import traceback_filtering
-from .checker import TYPE_CHECKING, is_type_checking, no_typecheck
+from .checker import TYPE_CHECKING, is_type_checking, no_typecheck, register_no_typecheck
 from .dtensor import (DimSharding, TensorSharding, dtensor_placement_to_spmd_type,
                       spmd_redistribute, spmd_type_to_dtensor_placement)
 from .module import annotate_module as _annotate_module
@@ -71,8 +71,8 @@ __all__ = [
     "maybe_get_axis_local_type", "get_partition_spec", "annotate_module", "merge_types",
     "reinterpret_no_grad",
     # regions
-    "local", "local_map", "no_typecheck", "Infer", "is_type_checking", "TYPE_CHECKING",
-    "out_partial_axes", "redistribute_spec",
+    "local", "local_map", "no_typecheck", "register_no_typecheck", "Infer", "is_type_checking",
+    "TYPE_CHECKING", "out_partial_axes", "redistribute_spec",
     # registration
     "register_autograd_function", "register_decomposition",
     "register_local_autograd_function", "register_local_backward_hook",

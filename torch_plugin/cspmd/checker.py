@@ -7,7 +7,9 @@ C kernel; no Python runs per op.
 
 import contextlib
 import functools
+import inspect
 import threading
+import types
 from typing import Any, Callable, Iterator, Literal, Optional, TypeVar, overload
 
 import torch
@@ -182,7 +184,7 @@ class _BackwardScope:
     def __enter__(self):
         s = self._state = _state()
         self._frame = None
-        if s.enabled and not s.backward:
+        if s.enabled and (not s.backward or _in_registered_code()):
             self._frame = _pause(s)
 
     def __exit__(self, *exc):
@@ -209,7 +211,7 @@ def _as_tuple(t):
 @functools.wraps(_original_backward)
 def _checked_backward(tensors, grad_tensors=None, *args, **kwargs):
     s = _state()
-    if s.enabled and s.backward:
+    if s.enabled and s.backward and not _in_registered_code():
         single = isinstance(tensors, torch.Tensor)
         ts = _as_tuple(tensors)
         grad_tensors = _explicit_gradients(ts, grad_tensors, single,
@@ -223,14 +225,15 @@ def _checked_backward(tensors, grad_tensors=None, *args, **kwargs):
 @functools.wraps(_original_grad)
 def _checked_grad(outputs, inputs, grad_outputs=None, *args, **kwargs):
     s = _state()
-    if s.enabled and s.backward:
+    checked = s.enabled and s.backward and not _in_registered_code()
+    if checked:
         single = isinstance(outputs, torch.Tensor)
         grad_outputs = _explicit_gradients(_as_tuple(outputs), grad_outputs, single,
                                            ("outputs", "(grad_outputs)" if single
                                             else "grad_outputs"))
     with _BackwardScope():
         grads = _inner["grad"](outputs, inputs, grad_outputs, *args, **kwargs)
-    if s.enabled and s.backward:
+    if checked:
         _check_leaf_gradients(_as_tuple(inputs), grads)
     return grads
 
@@ -435,8 +438,48 @@ def no_typecheck(fn: Optional[Callable[..., Any]] = None, /, **kwargs: Any) -> A
 
 
 def is_type_checking() -> bool:
-    """True inside ``typecheck()`` on this thread and not paused."""
-    return _state().enabled
+    """True inside ``typecheck()`` on this thread and not paused (by
+    ``no_typecheck()`` or a ``register_no_typecheck`` function running)."""
+    return _state().enabled and not _in_registered_code()
+
+
+# The code objects given to register_no_typecheck (the core keeps their
+# addresses; this keeps them alive).  Empty: nothing is registered, and no
+# question is asked.
+_registered_codes: set = set()
+
+
+def _in_registered_code() -> bool:
+    """A register_no_typecheck function on this thread's stack, or the
+    backward of an op one ran (asked of the shim: the kernel's answer)."""
+    return bool(_registered_codes) and ops.unchecked_code_active()
+
+
+def register_no_typecheck(fn: _F) -> _F:
+    """Run every op unchecked while ``fn`` is on this thread's stack, however
+    it is reached (an alias, a bound method, a stored callback), without
+    wrapping it; returns ``fn``.
+
+    Wrappers are followed through ``__wrapped__`` (``functools.wraps``) to
+    the innermost function, whose frame is on the stack whenever a wrapper
+    runs it.  A ``typecheck()`` entered inside ``fn`` does not check again.
+    Results of its ops are untyped (annotate them with ``assert_type``); the
+    backward of those ops runs unchecked too, and gives each input the dual
+    of its type as its gradient.  A ``backward()`` called inside ``fn`` is
+    unchecked.  Registration lasts for the process.
+
+    >>> def legacy(x):
+    ...     return x * 2
+    >>> register_no_typecheck(legacy) is legacy
+    True
+    """
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if not isinstance(code, types.CodeType):
+        raise TypeError(f"register_no_typecheck: {fn!r} is not a Python function")
+    if code not in _registered_codes:
+        ops.unchecked_code_add(code)
+        _registered_codes.add(code)
+    return fn
 
 
 def _grad_prehook(ref, cell, index):

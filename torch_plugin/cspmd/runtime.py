@@ -388,7 +388,7 @@ def reinterpret_no_grad(tensor: torch.Tensor, axis: Any, *, dst: Any) -> torch.T
 # The reference's spmd_types.runtime also holds these names (those of
 # cspmd.regions and cspmd.registration, modules above this one, are attached
 # by the package's __init__).
-from .checker import is_type_checking, no_typecheck  # noqa: E402,F401
+from .checker import is_type_checking, no_typecheck, register_no_typecheck  # noqa: E402,F401
 from .trace import trace  # noqa: E402,F401
 from .types import (P, V, PerMeshAxisSpmdType, PerMeshAxisSpmdTypesArg,  # noqa: E402,F401
                     format_axis, normalize_local_type, normalize_partition_spec,
