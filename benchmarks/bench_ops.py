@@ -2,6 +2,11 @@
 reference spmd_types checked, in one process, implementations alternating
 in rounds.  Writes results/ops.json.  Not a test.
 
+The column cspmd_registered is cspmd checked with one function registered
+with register_no_typecheck that is not on the stack: each op then walks the
+Python stack (registration is undone after each measurement, so the cspmd
+column runs with nothing registered, as a program that registers nothing).
+
     python benchmarks/bench_ops.py [--rounds N] [--number N]
 """
 
@@ -13,7 +18,7 @@ import torch.nn.functional as F
 
 import common
 
-IMPLS = ["plain", "cspmd", "spmd_types"]
+IMPLS = ["plain", "cspmd", "cspmd_registered", "spmd_types"]
 
 
 def workloads(lib, dp, tp):
@@ -70,10 +75,26 @@ def main():
     with ref.set_current_mesh(mesh), ref.checker.typecheck():
         w_r = workloads(ref, dp, tp)
     w_p = workloads(None, dp, tp)
-    work = {"plain": w_p, "cspmd": w_c, "spmd_types": w_r}
+    work = {"plain": w_p, "cspmd": w_c, "cspmd_registered": w_c, "spmd_types": w_r}
     ctx = {"plain": contextlib.nullcontext,
            "cspmd": lambda: common.both(cspmd.set_current_mesh(mesh), cspmd.checker.typecheck()),
+           "cspmd_registered": lambda: common.both(registered(), common.both(
+               cspmd.set_current_mesh(mesh), cspmd.checker.typecheck())),
            "spmd_types": lambda: common.both(ref.set_current_mesh(mesh), ref.checker.typecheck())}
+    @contextlib.contextmanager
+    def registered():
+        from cspmd._lib import ops
+
+        def never_called():
+            pass
+
+        cspmd.register_no_typecheck(never_called)
+        try:
+            yield
+        finally:
+            ops.unchecked_code_clear()
+            cspmd.checker._registered_codes.clear()
+
     for impl, fns in work.items():          # warm up (and fail early)
         with ctx[impl]():
             for fn in fns.values():
@@ -87,9 +108,11 @@ def main():
 
     samples = common.alternate(list(w_p), IMPLS, args.rounds, measure)
     res = common.best(samples)
-    print(f"{'op':12s} {'plain':>8s} {'cspmd':>8s} {'spmd_types':>10s}  (µs per op, best)")
+    print(f"{'op':12s} {'plain':>8s} {'cspmd':>8s} {'registered':>10s} {'spmd_types':>10s}"
+          "  (µs per op, best)")
     for op, d in res.items():
-        print(f"{op:12s} {d['plain']:8.2f} {d['cspmd']:8.2f} {d['spmd_types']:10.2f}")
+        print(f"{op:12s} {d['plain']:8.2f} {d['cspmd']:8.2f} {d['cspmd_registered']:10.2f} "
+              f"{d['spmd_types']:10.2f}")
     common.save("ops", {"machine": common.machine(), "rounds": args.rounds,
                         "number": args.number, "best_us": res, "samples_us": samples})
 

@@ -46,8 +46,9 @@ bool key_pause(bool paused) {
     return was;
 }
 
-bool key_enabled() {
-    return !tl_paused && c10::impl::tls_is_dispatch_key_included(kKey) && !in_unchecked_code();
+bool key_enabled(bool unchecked_nodes) {
+    return !tl_paused && c10::impl::tls_is_dispatch_key_included(kKey) &&
+           !in_unchecked_code(unchecked_nodes);
 }
 
 void key_set_enabled(bool on) {

@@ -262,7 +262,7 @@ at::Tensor functorch_unwrapped(const at::Tensor &t) {
 // is off (a backward run unchecked).
 void grad_watch_check(const std::optional<at::Tensor> &t, int64_t fallback,
                       const at::Tensor &grad, std::string what) {
-    if (!key_enabled() || !grad.defined())
+    if (!key_enabled(false) || !grad.defined())
         return;
     cspmd_type_t fwd = t && t->defined()
                            ? impl_get_type(functorch_unwrapped(*t).unsafeGetTensorImpl())

@@ -25,13 +25,16 @@ class module_;
 
 namespace cspmd {
 
-// The key in this thread's included set (checking reaches the kernel) and
-// not paused.
-bool key_enabled();
+// The key in this thread's included set (checking reaches the kernel), not
+// paused, and no unchecked code active (in_unchecked_code below, which
+// unchecked_nodes passes on).
+bool key_enabled(bool unchecked_nodes = true);
 // Unchecked code active on this thread (register_no_typecheck;
 // unchecked_code.cpp): false at the cost of one load while nothing is
-// registered.
-bool in_unchecked_code();
+// registered.  nodes=false leaves out the backward of unchecked ops: the
+// check of a gradient arriving at an annotated tensor made there still runs
+// (that gradient comes from checked code).
+bool in_unchecked_code(bool nodes = true);
 // Mark result's autograd node (made by an op run in unchecked code) so
 // that its backward runs unchecked, its gradients typed for inputs.
 void mark_unchecked_node(const at::Tensor &result, const std::vector<at::Tensor> &inputs);

@@ -291,3 +291,43 @@ def test_nothing_registered_asks_nothing(libs, mesh):
         x, w = _typed(spmd, "IV"), _typed(spmd, "IP")
         with pytest.raises(spmd.SpmdTypeError):
             x * w
+
+
+def test_under_torch_compile_the_graph_is_checked_whole(mesh, libs):
+    """A limit (docs/limits.md): Dynamo traces a registered function into
+    the compiled graph, which is checked whole; torch.compiler.disable
+    keeps it a Python call, unchecked."""
+    def helper(x, w):
+        return x * w
+
+    spmd.register_no_typecheck(helper)
+    traced = torch.compile(lambda x, w: helper(x, w) + 1, backend="eager")
+    kept = torch.compile(lambda x, w: torch.compiler.disable(helper)(x, w) + 1, backend="eager")
+    with spmd.set_current_mesh(mesh), spmd.checker.typecheck():
+        x, w = _typed(spmd, "IV"), _typed(spmd, "IP")
+        with pytest.raises(spmd.SpmdTypeError, match="Partial type on axis mesh_tp"):
+            traced(x, w)
+        assert _letters(spmd, kept(x, w)) == {}
+
+
+def test_the_gradient_arriving_at_an_annotated_result_is_still_checked(mesh, libs):
+    """The backward of the unchecked ops runs unchecked, but the gradient
+    that checked code sends to a result annotated outside must still be
+    the dual of its annotation (cspmd only: the reference checks no
+    backward)."""
+    def helper(x, w):
+        return x * w
+
+    def wrong(g):
+        with spmd.no_typecheck():
+            bad = torch.ones_like(g)
+        return spmd.assert_type(bad, {"dp": spmd.I, "tp": spmd.P})  # V is due
+
+    spmd.register_no_typecheck(helper)
+    with spmd.set_current_mesh(mesh), spmd.checker.typecheck():
+        x, w = _typed(spmd, "IV", True), _typed(spmd, "IP", True)
+        y = spmd.assert_type(helper(x, w), {"dp": spmd.I, "tp": spmd.V})
+        y.register_hook(wrong)
+        loss = spmd.all_reduce(y.sum(), "tp", src=spmd.V, dst=spmd.I)
+        with pytest.raises(spmd.SpmdTypeError, match="mesh_tp"):
+            loss.backward()
