@@ -176,12 +176,23 @@ typedef uint32_t cspmd_type_t;
 #define CSPMD_TYPE_EMPTY ((cspmd_type_t)1)
 
 /* A partition spec: for each tensor dim, 0..CSPMD_MAX_AXES axes, major to
- * minor.  ndim == -1 means "no spec". */
+ * minor.  ndim == -1 means "no spec".
+ *
+ * split[d][i] > 1 makes entry[d][i] a *strided* shard: the part of dim d
+ * that the axes before it leave is read as split[d][i] equal chunks, and
+ * the axis shards each chunk (its rank holds its block of every chunk).
+ * View merges make them: (b, h) sharded (dp, tp) merged into b * h puts
+ * tp on the merged dim strided by h's outer extent, b's local size.  0 or
+ * 1 is an ordinary shard, and no user-written spec has any; the ops that
+ * only keep dims in place carry them, a view that splits the dim at the
+ * chunk boundary turns them back into ordinary shards, everything else
+ * refuses them. */
 #define CSPMD_MAX_DIMS 16
 typedef struct cspmd_spec {
     int8_t ndim;
     uint8_t nentry[CSPMD_MAX_DIMS];
     cspmd_axis_t entry[CSPMD_MAX_DIMS][CSPMD_MAX_AXES];
+    uint32_t split[CSPMD_MAX_DIMS][CSPMD_MAX_AXES];
 } cspmd_spec_t;
 
 /* Intern a type from parallel arrays (order irrelevant; trivial axes are
@@ -211,6 +222,11 @@ CSPMD_API cspmd_status_t cspmd_type_entry(cspmd_type_t type, int i, cspmd_axis_t
 CSPMD_API cspmd_ltype_t cspmd_type_get(cspmd_type_t type, cspmd_axis_t axis);
 /* The spec (ndim == -1 when none).  Errors: MISUSE. */
 CSPMD_API cspmd_status_t cspmd_type_spec(cspmd_type_t type, cspmd_spec_t *spec);
+/* cspmd_type_spec for code that knows only ordinary shards: a spec with a
+ * strided shard (split > 1) is SPMD_TYPE, naming what ("all_gather",
+ * "get_partition_spec", ...) and the type; *spec is untouched then. */
+CSPMD_API cspmd_status_t cspmd_type_spec_plain(cspmd_type_t type, const char *what,
+                                               cspmd_spec_t *spec);
 /* The same type without its spec (UNTYPED for an unknown id). */
 CSPMD_API cspmd_type_t cspmd_type_local(cspmd_type_t type);
 /* Per-axis dual (R<->P, I, V), spec dropped; UNTYPED -> UNTYPED (also for

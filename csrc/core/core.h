@@ -45,6 +45,11 @@ CSPMDI_HIDDEN const char *cspmdi_untyped_hint(cspmd_type_t type);
 CSPMDI_HIDDEN int cspmdi_type_has_spec(cspmd_type_t type);
 /* The type's interned spec (stable for the process), or NULL if none. */
 CSPMDI_HIDDEN const cspmd_spec_t *cspmdi_type_spec_ref(cspmd_type_t type);
+/* 1 if some entry of spec (may be NULL) is a strided shard (split > 1). */
+CSPMDI_HIDDEN int cspmdi_spec_strided(const cspmd_spec_t *spec);
+/* The refusal of a strided shard by code that only knows ordinary ones:
+ * SPMD_TYPE naming what and the type.  CSPMD_OK when type has none. */
+CSPMDI_HIDDEN cspmd_status_t cspmdi_type_refuse_strided(cspmd_type_t type, const char *what);
 
 /* ---- collective types (collective_rules.c) ------------------------------ */
 

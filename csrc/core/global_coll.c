@@ -139,7 +139,7 @@ cspmd_status_t cspmd_global_coll(const char *fn, cspmd_axis_t axis, cspmd_ctype_
     }
     cspmd_spec_t spec;
     memset(&spec, 0, sizeof spec);
-    if ((st = cspmd_type_spec(in, &spec)) != CSPMD_OK)
+    if ((st = cspmd_type_spec_plain(in, fn, &spec)) != CSPMD_OK)
         return st;
     if (spec.ndim < 0) {
         memset(&spec, 0, sizeof spec);

@@ -29,6 +29,16 @@ static int spec_has(const cspmd_spec_t *s, cspmd_axis_t a, int *dim)
     return 0;
 }
 
+/* The stride factor of axis a's shard in s (0: ordinary or none). */
+static uint32_t spec_split(const cspmd_spec_t *s, cspmd_axis_t a)
+{
+    for (int d = 0; d < s->ndim; d++)
+        for (int i = 0; i < s->nentry[d]; i++)
+            if (s->entry[d][i] == a)
+                return s->split[d][i] > 1 ? s->split[d][i] : 0;
+    return 0;
+}
+
 /* cspmd_axis_is_global under a policy read once per op (cspmdi_global_policy):
  * no mesh lookups unless the current mesh entry has local axes. */
 static cspmd_status_t axis_global(uint32_t policy, cspmd_axis_t a, int *global)
@@ -236,6 +246,14 @@ static int8_t operand_place(const cspmd_gtensor_t *t, cspmd_axis_t a)
                                                     : CSPMD_PLACE_REPLICATE;
 }
 
+static uint32_t operand_split(const cspmd_gtensor_t *t, cspmd_axis_t a)
+{
+    if (t->scalar || t->type <= CSPMD_TYPE_EMPTY)
+        return 0;
+    const cspmd_spec_t *spec = cspmdi_type_spec_ref(t->type);
+    return spec != NULL ? spec_split(spec, a) : 0;
+}
+
 static void all_none(shard_io_t *io)
 {
     for (int r = 0; r < CSPMD_MAX_RESULTS; r++) {
@@ -311,11 +329,17 @@ static int spec_key(const cspmd_spec_t *s, uint32_t *key)
     int n = 0;
     key[n++] = (uint32_t)(s->ndim + 1);
     for (int d = 0; d < s->ndim; d++) {
-        if (n + 1 + s->nentry[d] > MEMO_WORDS)
-            return -1;
-        key[n++] = s->nentry[d];
+        int strided = 0;
         for (int e = 0; e < s->nentry[d]; e++)
+            strided |= s->split[d][e] > 1;
+        if (n + 1 + (strided ? 2 : 1) * s->nentry[d] > MEMO_WORDS)
+            return -1;
+        key[n++] = s->nentry[d] | (strided ? 0x100u : 0u);
+        for (int e = 0; e < s->nentry[d]; e++) {
             key[n++] = s->entry[d][e];
+            if (strided)
+                key[n++] = s->split[d][e];
+        }
     }
     return n;
 }
@@ -369,27 +393,36 @@ int cspmd_global_backward_relax(int on)
  * the first placement the rule accepts is taken.  Returns CSPMD_OK with io
  * filled, or SHARD_NO_STRATEGY with io untouched. */
 static int retry_replicated_as_shard(cspmd_shard_rule_t rule, shard_io_t *io, int8_t *in,
-                                     cspmd_axis_t a)
+                                     uint32_t *split, cspmd_axis_t a)
 {
     const cspmd_gcall_t *call = io->call;
+    /* the stride a sharded operand has (such a gradient fits any layout) */
+    uint32_t strided = 0;
+    for (int t = 0; t < call->ntensors; t++)
+        if (in[t] >= 0 && split[t] > 1)
+            strided = split[t];
     for (int t = 0; t < call->ntensors; t++) {
         const cspmd_gtensor_t *g = &call->tensors[t];
         if (in[t] != CSPMD_PLACE_REPLICATE || g->scalar || g->ndim <= 0 ||
             g->type <= CSPMD_TYPE_EMPTY || cspmd_type_get(g->type, a) != CSPMD_LT_R)
             continue;
-        for (int d = 0; d < g->ndim; d++) {
-            shard_io_t again;
-            memset(&again, 0, sizeof again);
-            again.call = call;
-            again.in = in;
-            again.k = io->k;
-            in[t] = (int8_t)d;
-            if (cspmdi_shard_apply(rule, &again) == CSPMD_OK) {
-                *io = again;
-                return CSPMD_OK;
+        for (int d = 0; d < g->ndim; d++)
+            for (int s = 0; s < (strided ? 2 : 1); s++) {
+                shard_io_t again;
+                memset(&again, 0, sizeof again);
+                again.call = call;
+                again.in = in;
+                again.split = split;
+                again.k = io->k;
+                in[t] = (int8_t)d;
+                split[t] = s ? strided : 0;
+                if (cspmdi_shard_apply(rule, &again) == CSPMD_OK) {
+                    *io = again;
+                    return CSPMD_OK;
+                }
             }
-        }
         in[t] = CSPMD_PLACE_REPLICATE;
+        split[t] = 0;
     }
     return SHARD_NO_STRATEGY;
 }
@@ -438,7 +471,9 @@ static cspmd_status_t propagate(cspmd_shard_rule_t rule, cspmd_shard_oracle_t or
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_global_infer: unknown type id %u",
                                (unsigned)local_out);
     int8_t in[CSPMD_GLOBAL_MAX_TENSORS];
+    uint32_t split[CSPMD_GLOBAL_MAX_TENSORS];
     int8_t place[CSPMD_MAX_AXES][CSPMD_MAX_RESULTS];
+    uint32_t stride[CSPMD_MAX_AXES][CSPMD_MAX_RESULTS];
     int8_t ndim[CSPMD_MAX_RESULTS] = {0};
     uint32_t promo = 0; /* bit j: axes[j] promoted V -> P */
     for (int i = 0; i < s.n; i++) {
@@ -453,14 +488,24 @@ static cspmd_status_t propagate(cspmd_shard_rule_t rule, cspmd_shard_oracle_t or
                                        "has no type (annotate it with assert_type)",
                                        op, ax(a), t);
             in[t] = operand_place(g, a);
+            split[t] = operand_split(g, a);
         }
         shard_io_t io;
         memset(&io, 0, sizeof io);
         io.call = call;
         io.in = in;
+        io.split = split;
         io.k = cspmd_axis_size(a);
         int rc;
         if (rule < 0) {
+            for (int t = 0; t < call->ntensors; t++)
+                if (split[t] > 1)
+                    return cspmd_error_set(
+                        CSPMD_ERR_SPMD_TYPE,
+                        "No valid sharding strategy for %s on axis %s: operand %d is sharded in "
+                        "strides on dim %d (a view merged it behind other dims), which DTensor's "
+                        "propagation does not take; view it back first",
+                        op, ax(a), t, in[t]);
             all_none(&io);
             rc = oracle(ctx, in, io.k, io.out, io.ndim, io.why, sizeof io.why);
             io.why[sizeof io.why - 1] = '\0';
@@ -469,7 +514,7 @@ static cspmd_status_t propagate(cspmd_shard_rule_t rule, cspmd_shard_oracle_t or
         } else {
             rc = cspmdi_shard_apply(rule, &io);
             if (rc == SHARD_NO_STRATEGY && tl_backward_relax &&
-                retry_replicated_as_shard(rule, &io, in, a) == CSPMD_OK)
+                retry_replicated_as_shard(rule, &io, in, split, a) == CSPMD_OK)
                 rc = CSPMD_OK;
         }
         if (rc == SHARD_NO_STRATEGY)
@@ -479,6 +524,7 @@ static cspmd_status_t propagate(cspmd_shard_rule_t rule, cspmd_shard_oracle_t or
         if (rc != CSPMD_OK)
             return (cspmd_status_t)rc;
         memcpy(place[i], io.out, sizeof io.out);
+        memcpy(stride[i], io.out_split, sizeof io.out_split);
         memcpy(ndim, io.ndim, sizeof ndim);
         /* local <-> global correspondence, V -> P promotion */
         int j = 0;
@@ -510,7 +556,10 @@ static cspmd_status_t propagate(cspmd_shard_rule_t rule, cspmd_shard_oracle_t or
             promo |= 1u << j;
         }
     }
-    /* Each result's spec, axes in the sorted order. */
+    /* Each result's spec, axes in the sorted order.  Two axes on one
+     * result dim need an order: one that some operand's spec gives, else
+     * (a view merged dims sharded on each) the ordinary or less strided
+     * shard first -- it shards an outer one of the merged dims. */
     for (int r = 0; r < call->nresults; r++) {
         cspmd_spec_t spec; /* entries are written before they are read */
         spec.ndim = ndim[r];
@@ -523,17 +572,31 @@ static cspmd_status_t propagate(cspmd_shard_rule_t rule, cspmd_shard_oracle_t or
             if (p >= spec.ndim || p >= CSPMD_MAX_DIMS)
                 return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd: shard rule of %s gave dim %d",
                                        op, p);
-            for (int e = 0; e < spec.nentry[p]; e++) {
+            uint32_t f = stride[i][r] > 1 ? stride[i][r] : 0;
+            int at = spec.nentry[p];
+            for (int e = spec.nentry[p] - 1; e >= 0; e--) {
                 int prev = index_of(&s, spec.entry[p][e], 0);
-                if (!reaches(&s, prev, i) && !reaches(&s, i, prev))
-                    return cspmd_error_set(
-                        CSPMD_ERR_SPMD_TYPE,
-                        "Op %s: axes %s and %s both shard output dim %d but no input "
-                        "PartitionSpec provides an ordering constraint between them. This likely "
-                        "indicates a bug in combining per mesh axis shard propagation.",
-                        op, ax(spec.entry[p][e]), ax(s.axis[i]), p);
+                uint32_t fe = spec.split[p][e] > 1 ? spec.split[p][e] : 1, fi = f > 1 ? f : 1;
+                if (reaches(&s, prev, i) || (!reaches(&s, i, prev) && fe < fi))
+                    break; /* e before i */
+                if (reaches(&s, i, prev) || fi < fe) {
+                    at = e; /* i before e */
+                    continue;
+                }
+                return cspmd_error_set(
+                    CSPMD_ERR_SPMD_TYPE,
+                    "Op %s: axes %s and %s both shard output dim %d but no input "
+                    "PartitionSpec provides an ordering constraint between them. This likely "
+                    "indicates a bug in combining per mesh axis shard propagation.",
+                    op, ax(spec.entry[p][e]), ax(s.axis[i]), p);
             }
-            spec.entry[p][spec.nentry[p]++] = s.axis[i];
+            for (int e = spec.nentry[p]; e > at; e--) {
+                spec.entry[p][e] = spec.entry[p][e - 1];
+                spec.split[p][e] = spec.split[p][e - 1];
+            }
+            spec.entry[p][at] = s.axis[i];
+            spec.split[p][at] = f;
+            spec.nentry[p]++;
             any = 1;
         }
         st = make_result(local_out, promo, axes, lts, na, any ? &spec : NULL, &outs[r]);

@@ -18,8 +18,10 @@ typedef struct cspmdi_gmemo_key {
 
 /* Build the key of a call to a C rule (everything global inference reads:
  * rule, policy word, relaxation, local result type, each tensor's type,
- * argument, dims and local sizes, each integer argument).  Returns 0 when
- * the call is not memoised (no C rule, too many results, too long a key). */
+ * argument, dims and local sizes, each integer argument; a type id stands
+ * for its whole interned spec, strided shards' split factors included).
+ * Returns 0 when the call is not memoised (no C rule, too many results, too
+ * long a key). */
 CSPMDI_HIDDEN int cspmdi_gmemo_key(cspmdi_gmemo_key_t *k, cspmd_shard_rule_t rule,
                                    const cspmd_gcall_t *call, uint32_t policy, int relax,
                                    cspmd_type_t local_out);

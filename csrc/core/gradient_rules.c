@@ -280,7 +280,8 @@ cspmd_status_t cspmd_grad_spec(cspmd_type_t fwd, cspmd_type_t grad, const char *
         what = "tensor";
     cspmd_spec_t fs, gs, due;
     cspmd_status_t st;
-    if ((st = cspmd_type_spec(fwd, &fs)) != CSPMD_OK || (st = cspmd_type_spec(grad, &gs)) != CSPMD_OK)
+    if ((st = cspmd_type_spec_plain(fwd, what, &fs)) != CSPMD_OK ||
+        (st = cspmd_type_spec_plain(grad, what, &gs)) != CSPMD_OK)
         return st;
     int any = 0;
     memset(&due, 0, sizeof due);
@@ -322,6 +323,8 @@ cspmd_status_t cspmd_grad_global_shard(cspmd_type_t fwd, cspmd_type_t grad, cspm
     const cspmd_spec_t *fs = cspmdi_type_spec_ref(fwd);
     if (fs == NULL || grad == CSPMD_TYPE_UNTYPED || cspmdi_type_has_spec(grad))
         return CSPMD_OK;
+    if (cspmdi_spec_strided(fs))
+        return cspmdi_type_refuse_strided(fwd, "a gradient's shard");
     cspmd_type_t result = grad;
     for (int d = 0; d < fs->ndim; d++)
         for (int e = 0; e < fs->nentry[d]; e++) {

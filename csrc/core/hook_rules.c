@@ -178,6 +178,8 @@ static cspmd_status_t read_shardings(einsum_state_t *s, const cspmd_einsum_opera
     int all_global = !cspmd_checker_enabled();
     for (int i = 0; i < n; i++) {
         const cspmd_spec_t *spec = cspmdi_type_spec_ref(ops[i].type);
+        if (cspmdi_spec_strided(spec))
+            return cspmdi_type_refuse_strided(ops[i].type, "rules.einsum");
         for (int d = 0; d < nl[i]; d++) {
             cspmd_axis_t axes[CSPMD_MAX_AXES];
             int na;
@@ -587,7 +589,7 @@ cspmd_status_t cspmd_rules_transition(cspmd_coll_t op, cspmd_axis_t axis, cspmd_
                                cspmdi_ctype_text(dst).s, cspmd_coll_name(op));
 
     cspmd_spec_t spec;
-    if ((st = cspmd_type_spec(in, &spec)) != CSPMD_OK)
+    if ((st = cspmd_type_spec_plain(in, "an spmd_typecheck hook", &spec)) != CSPMD_OK)
         return st;
     int has_spec = spec.ndim >= 0;
     if (!has_spec) {

@@ -415,7 +415,7 @@ static cspmd_status_t compat(cspmd_type_t src, const cspmd_axis_t *dax, const cs
 
     /* 4. the spec */
     cspmd_spec_t spec;
-    cspmd_status_t st = cspmd_type_spec(src, &spec);
+    cspmd_status_t st = cspmd_type_spec_plain(src, "reinterpret_mesh", &spec);
     if (st != CSPMD_OK)
         return st;
     if (spec.ndim >= 0) {

@@ -148,6 +148,19 @@ static int new_sized(shard_io_t *io)
     return CSPMD_OK;
 }
 
+/* new_zeros / new_ones / new_full(self, size, ...): factories that take
+ * only self's dtype and device; the result is the same constant on every
+ * rank, replicated whatever self's placement (the reference types them R
+ * too). */
+static int new_factory(shard_io_t *io)
+{
+    const cspmd_garg_t *size = io->call->nargs > 1 ? &io->call->args[1] : NULL;
+    if (size == NULL || size->n < 0)
+        return fail(io, "no size list");
+    all_results(io, R_, size->n);
+    return CSPMD_OK;
+}
+
 /* ---- matmul family ------------------------------------------------------ */
 
 /* a @ b on one axis: a's dims (.., m, k), b's (.., k, n), batch dims 0..nb.
@@ -533,14 +546,25 @@ static const char *reshape_shapes(const cspmd_gtensor_t *t, const cspmd_garg_t *
     return shapes;
 }
 
-/* view / reshape / _unsafe_view(self, size): the sharded dim must be the
- * outermost of the dims merged into one group of the target; the shard goes
- * to the group's outermost target dim.  A local chunk of a sharded dim is a
- * contiguous block of it, so splitting it -- (heads * head_dim) into (heads,
- * head_dim) -- keeps the shard on the outermost piece, whose global size is
- * its local size times the axis size (DTensor's propagation agrees; the
- * reference refuses the split, docs/differences.md).  A sharded dim of local
- * size 1 (which vanishes) is rejected with the reference's message. */
+/* view / reshape / _unsafe_view(self, size).  The dims of self and of the
+ * target fall into groups of equal products; the group holding the sharded
+ * dim p is read as F equal chunks, where F is the product of the local
+ * sizes of the group's dims before p (times p's own stride factor, for a
+ * shard that is strided already), and a rank holds its contiguous block of
+ * every chunk.  The shard goes to the first target dim j of the group that
+ * the chunk boundaries do not cover, strided by F over the product of the
+ * target dims before j, provided each chunk is whole rows of j (the
+ * product of the target dims after j divides a chunk).
+ *
+ * So a plain shard (F = 1) that is split -- (heads * head_dim) into
+ * (heads, head_dim) -- keeps the shard on the outermost piece, whose global
+ * size is its local size times the axis size (DTensor's propagation
+ * agrees; the reference refuses the split, docs/differences.md); a shard
+ * merged behind other dims -- (b, h) into b * h, h sharded, as torch's
+ * matmul folds batch dims -- becomes a strided shard of the merged dim, and
+ * the view back to (b, h) makes it plain again (DTensor and the reference
+ * refuse the merge, docs/differences.md).  A sharded dim of local size 1
+ * (which vanishes) is rejected with the reference's message. */
 static int view(shard_io_t *io)
 {
     const cspmd_gtensor_t *t = tensor(io, 0);
@@ -592,19 +616,28 @@ static int view(shard_io_t *io)
             else
                 return fail(io, "the sizes do not match");
         }
-        if (p >= i0 && p < i) {
-            int first = i0; /* the outermost non-1 dim of the group */
-            while (first < i && t->sizes[first] == 1)
-                first++;
-            int od = o0; /* the outermost non-1 target dim of the group */
-            while (od < o && out[od] == 1)
-                od++;
-            if (p != first)
-                return fail(io, "the sharded dim %d is merged into dim %d behind dim %d", p, od,
-                            first);
-            all_results(io, (int8_t)od, no);
-            return CSPMD_OK;
-        }
+        if (p < i0 || p >= i)
+            continue;
+        int64_t F = io->split != NULL && io->split[0] > 1 ? io->split[0] : 1;
+        for (int d = i0; d < p; d++)
+            F *= t->sizes[d];
+        int64_t chunk = pi / F, before = 1;
+        int j = o0;
+        while (j < o && before * out[j] <= F)
+            before *= out[j++];
+        int64_t after = 1;
+        for (int d = j + 1; d < o; d++)
+            after *= out[d];
+        if (j >= o || F % before != 0 || chunk % after != 0)
+            return fail(io, "the sharded dim %d, in %lld chunks of the merged dims, has no "
+                            "counterpart in the target size",
+                        p, (long long)F);
+        if (F / before > UINT32_MAX)
+            return fail(io, "the sharded dim %d is strided by more than %u", p,
+                        (unsigned)UINT32_MAX);
+        all_results(io, (int8_t)j, no);
+        io->out_split[0] = (uint32_t)(F / before);
+        return CSPMD_OK;
     }
     return fail(io, "the sharded dim %d has no counterpart in the target size", p);
 }
@@ -708,6 +741,9 @@ static const shard_entry_t table[] = {
     {"_foreach_norm", NULL, "norm", foreach_norm},
     {"new_empty", NULL, "new_sized", new_sized},
     {"new_empty_strided", NULL, "new_sized", new_sized},
+    {"new_zeros", NULL, "new_factory", new_factory},
+    {"new_ones", NULL, "new_factory", new_factory},
+    {"new_full", NULL, "new_factory", new_factory},
     {"native_layer_norm", NULL, "layer_norm", layer_norm_fwd},
     {"native_layer_norm_backward", NULL, "layer_norm", layer_norm_bwd},
     {"embedding", NULL, "embedding", embedding},
@@ -786,13 +822,55 @@ const char *cspmd_shard_rule_name(cspmd_shard_rule_t rule)
     return table[rule].family;
 }
 
+/* The one stride factor of the sharded operands (0: ordinary shards). */
+static int strided_common(shard_io_t *io, uint32_t *common)
+{
+    int first = -1;
+    uint32_t f = 0;
+    for (int i = 0; i < io->call->ntensors; i++) {
+        if (io->in[i] < 0)
+            continue;
+        uint32_t s = io->split != NULL && io->split[i] > 1 ? io->split[i] : 0;
+        if (first < 0) {
+            first = i;
+            f = s;
+        } else if (s != f) {
+            return fail(io, "operands %d and %d are sharded in different strides (%u and %u)",
+                        first, i, f > 1 ? f : 1, s > 1 ? s : 1);
+        }
+    }
+    *common = f;
+    return CSPMD_OK;
+}
+
+static void strided_results(shard_io_t *io, uint32_t common)
+{
+    for (int r = 0; r < CSPMD_MAX_RESULTS; r++)
+        io->out_split[r] = io->out[r] >= 0 ? common : 0;
+}
+
 int cspmdi_shard_apply(cspmd_shard_rule_t rule, shard_io_t *io)
 {
-    if (rule == RULE_POINTWISE)
-        return pointwise(io);
+    if (rule == RULE_POINTWISE) {
+        uint32_t common = 0;
+        int st = strided_common(io, &common);
+        if (st == CSPMD_OK)
+            st = pointwise(io);
+        if (st == CSPMD_OK)
+            strided_results(io, common);
+        return st;
+    }
     if (rule < 0 || rule >= NTABLE)
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd: unknown shard rule %d", (int)rule);
     if (io->call->ntensors < 1)
         return fail(io, "no tensor operand");
-    return table[rule].fn(io);
+    if (table[rule].fn == view)
+        return view(io);
+    uint32_t common = 0;
+    int st = strided_common(io, &common);
+    if (st == CSPMD_OK)
+        st = table[rule].fn(io);
+    if (st == CSPMD_OK)
+        strided_results(io, common);
+    return st;
 }

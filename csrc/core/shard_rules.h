@@ -16,8 +16,12 @@
 typedef struct shard_io {
     const cspmd_gcall_t *call;
     const int8_t *in;                /* placement of each call tensor     */
+    const uint32_t *split;           /* its shard's stride factor (0, 1:
+                                      * ordinary; cspmd_spec_t); may be NULL */
     int64_t k;                       /* the axis' size                    */
     int8_t out[CSPMD_MAX_RESULTS];   /* placement of each result          */
+    uint32_t out_split[CSPMD_MAX_RESULTS]; /* each sharded result's stride
+                                      * factor (0: ordinary)              */
     int8_t ndim[CSPMD_MAX_RESULTS];  /* dims of each result               */
     char why[192];                   /* why no strategy exists            */
 } shard_io_t;
@@ -80,7 +84,10 @@ CSPMDI_HIDDEN int cspmdi_shard_sdpa(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_sdpa_backward(shard_io_t *io);
 
 /* Run rule on one axis: CSPMD_OK, SHARD_NO_STRATEGY (io->why says why) or
- * an error status with its message set. */
+ * an error status with its message set.  Strided shards: the view rules
+ * read and set them; every other rule keeps its dims whole (or refuses),
+ * so its sharded operands must share one stride factor, which its sharded
+ * results take. */
 CSPMDI_HIDDEN int cspmdi_shard_apply(cspmd_shard_rule_t rule, shard_io_t *io);
 
 #endif /* CSPMD_SHARD_RULES_H */

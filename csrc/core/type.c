@@ -89,6 +89,30 @@ const cspmd_spec_t *cspmdi_type_spec_ref(cspmd_type_t type)
     return r != NULL ? spec_get(r->spec) : NULL;
 }
 
+int cspmdi_spec_strided(const cspmd_spec_t *spec)
+{
+    if (spec == NULL)
+        return 0;
+    for (int d = 0; d < spec->ndim; d++)
+        for (int i = 0; i < spec->nentry[d]; i++)
+            if (spec->split[d][i] > 1)
+                return 1;
+    return 0;
+}
+
+cspmd_status_t cspmdi_type_refuse_strided(cspmd_type_t type, const char *what)
+{
+    if (!cspmdi_spec_strided(cspmdi_type_spec_ref(type)))
+        return CSPMD_OK;
+    char buf[512];
+    cspmd_type_format(type, buf, sizeof buf);
+    return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                           "%s: the tensor (%s) has a dim sharded in strides -- a view merged "
+                           "a sharded dim behind other dims -- which %s does not take; view it "
+                           "back to the dims it was merged from first",
+                           what, buf, what);
+}
+
 /* ---- small helpers ---------------------------------------------------- */
 
 static int lt_valid(cspmd_ltype_t lt)
@@ -132,22 +156,26 @@ static cspmd_status_t check_orth_list(const cspmd_axis_t *axes, int n)
                            CSPMD_MAX_AXES);
 }
 
-/* Text of a spec entry as Python's repr: "tp", "(dp, tp)", "None". */
+/* Text of a spec entry as Python's repr: "tp", "(dp, tp)", "None"; a
+ * strided shard reads "tp (strided by 2)". */
 static void entry_text(const cspmd_spec_t *s, int d, char *buf, size_t len)
 {
     int k = s->nentry[d];
     if (k == 0) {
         snprintf(buf, len, "None");
-    } else if (k == 1) {
-        snprintf(buf, len, "%s", cspmd_axis_display(s->entry[d][0], 0));
-    } else {
-        size_t o = (size_t)snprintf(buf, len, "(");
-        for (int i = 0; i < k && o < len; i++)
-            o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "",
-                                  cspmd_axis_display(s->entry[d][i], 0));
-        if (o < len)
-            snprintf(buf + o, len - o, ")");
+        return;
     }
+    size_t o = k > 1 ? (size_t)snprintf(buf, len, "(") : 0;
+    if (len > 0)
+        buf[o < len ? o : len - 1] = '\0';
+    for (int i = 0; i < k && o < len; i++) {
+        o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "",
+                              cspmd_axis_display(s->entry[d][i], 0));
+        if (s->split[d][i] > 1 && o < len)
+            o += (size_t)snprintf(buf + o, len - o, " (strided by %u)", (unsigned)s->split[d][i]);
+    }
+    if (k > 1 && o < len)
+        snprintf(buf + o, len - o, ")");
 }
 
 /* Validate and normalize a user spec into *out (zeroed, trivial axes
@@ -178,6 +206,7 @@ static cspmd_status_t spec_normalize(const cspmd_spec_t *in, cspmd_spec_t *out)
                                        (unsigned)a);
             if (a == CSPMD_AXIS_TRIVIAL || cspmd_axis_size(a) == 1)
                 continue;
+            out->split[d][k] = in->split[d][i] > 1 ? in->split[d][i] : 0;
             out->entry[d][k++] = a;
             all[nall++] = a;
         }
@@ -265,11 +294,15 @@ static void spec_keep_v(cspmd_spec_t *s, const cspmd_axis_t *axes, const uint8_t
             for (int j = 0; j < n; j++)
                 if (axes[j] == a && lts[j] == CSPMD_LT_V)
                     keep = 1;
-            if (keep)
+            if (keep) {
+                s->split[d][k] = s->split[d][i];
                 s->entry[d][k++] = a;
+            }
         }
-        for (int i = k; i < s->nentry[d]; i++)
+        for (int i = k; i < s->nentry[d]; i++) {
             s->entry[d][i] = 0;
+            s->split[d][i] = 0;
+        }
         s->nentry[d] = (uint8_t)k;
     }
 }
@@ -372,6 +405,14 @@ cspmd_status_t cspmd_type_spec(cspmd_type_t type, cspmd_spec_t *spec)
                                (unsigned)type);
     spec_copy(r->spec, spec);
     return CSPMD_OK;
+}
+
+cspmd_status_t cspmd_type_spec_plain(cspmd_type_t type, const char *what, cspmd_spec_t *spec)
+{
+    if (type_get(type) == NULL || spec == NULL)
+        return cspmd_type_spec(type, spec);
+    cspmd_status_t st = cspmdi_type_refuse_strided(type, what != NULL ? what : "this call");
+    return st != CSPMD_OK ? st : cspmd_type_spec(type, spec);
 }
 
 /* Cached derived ids: compute once (interning), then lock-free. */
@@ -527,7 +568,8 @@ static int entries_equal(const cspmd_spec_t *a, int da, const cspmd_spec_t *b, i
     if (a->nentry[da] != b->nentry[db])
         return 0;
     for (int i = 0; i < a->nentry[da]; i++)
-        if (a->entry[da][i] != b->entry[db][i])
+        if (a->entry[da][i] != b->entry[db][i] ||
+            (a->split[da][i] > 1 ? a->split[da][i] : 1) != (b->split[db][i] > 1 ? b->split[db][i] : 1))
             return 0;
     return 1;
 }
@@ -614,6 +656,7 @@ cspmd_status_t cspmd_type_refine(cspmd_type_t existing, cspmd_type_t next, cspmd
                     }
                     merged.nentry[d] = ns.nentry[d];
                     memcpy(merged.entry[d], ns.entry[d], sizeof merged.entry[d]);
+                    memcpy(merged.split[d], ns.split[d], sizeof merged.split[d]);
                     continue;
                 }
                 if (!entries_equal(&es, d, &ns, d)) {

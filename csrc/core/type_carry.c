@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core.h"
 #include "cspmd.h"
 
 cspmd_status_t cspmd_type_carry(cspmd_type_t from, cspmd_type_t to, int to_ndim,
@@ -100,7 +101,9 @@ size_t cspmd_type_encode(cspmd_type_t type, char *buf, size_t len)
         emit_str(&o, cspmd_ltype_letter(lt));
     }
     cspmd_spec_t spec;
-    if (cspmd_type_spec(type, &spec) == CSPMD_OK && spec.ndim >= 0) {
+    /* A strided shard has no text form: saved without its spec, it loads
+     * as V with no spec entry, which global mode refuses. */
+    if (cspmd_type_spec(type, &spec) == CSPMD_OK && spec.ndim >= 0 && !cspmdi_spec_strided(&spec)) {
         emit_str(&o, "#");
         for (int d = 0; d < spec.ndim; d++) {
             if (d)

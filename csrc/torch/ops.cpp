@@ -137,7 +137,7 @@ std::vector<int64_t> type_entries(int64_t type) {
 
 std::vector<int64_t> type_spec(int64_t type) {
     cspmd_spec_t s;
-    check(cspmd_type_spec(to_type(type), &s));
+    check(cspmd_type_spec_plain(to_type(type), "get_partition_spec", &s));
     std::vector<int64_t> out;
     if (s.ndim < 0)
         return out;

@@ -499,10 +499,153 @@ START_TEST(test_view_split_keeps_the_shard_on_the_outer_piece)
     const int64_t ones[4] = {1, 2, -1, 12};
     ck_assert_int_eq(view_of(gty(LR, LV, 2, 0, -1), 4, 12, 4, ones, &out), CSPMD_OK);
     ck_assert_int_eq(tp_dim_of(out), 1);
-    /* a sharded dim merged behind another still has no strategy */
-    const int64_t merged[1] = {48};
-    ck_assert_int_eq(view_of(gty(LR, LV, 2, 1, -1), 4, 12, 1, merged, &out), CSPMD_ERR_SPMD_TYPE);
+    /* a view that cuts a merged group off the sharded dim's block */
+    const int64_t cut[2] = {6, 8};
+    ck_assert_int_eq(view_of(gty(LR, LV, 2, 1, -1), 4, 12, 2, cut, &out), CSPMD_ERR_SPMD_TYPE);
     ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "No valid sharding strategy for aten::view"));
+}
+END_TEST
+
+/* The stride factor of tp's shard in t's spec (0: ordinary), its dim in *dim. */
+static uint32_t tp_split_of(cspmd_type_t t, int *dim)
+{
+    cspmd_spec_t s;
+    ck_assert_int_eq(cspmd_type_spec(t, &s), CSPMD_OK);
+    for (int d = 0; d < s.ndim; d++)
+        for (int i = 0; i < s.nentry[d]; i++)
+            if (s.entry[d][i] == TP) {
+                *dim = d;
+                return s.split[d][i];
+            }
+    *dim = -1;
+    return 0;
+}
+
+START_TEST(test_view_merge_behind_makes_a_strided_shard)
+{
+    cspmd_type_t merged = 0, back = 0, sum = 0;
+    int dim = -1;
+    /* (4, 12) sharded on dim 1 merged into 48: strided by 4 on dim 0 */
+    const int64_t flat[1] = {48};
+    ck_assert_int_eq(view_of(gty(LR, LV, 2, 1, -1), 4, 12, 1, flat, &merged), CSPMD_OK);
+    ck_assert_uint_eq(tp_split_of(merged, &dim), 4);
+    ck_assert_int_eq(dim, 0);
+    char buf[256];
+    cspmd_type_format(merged, buf, sizeof buf);
+    ck_assert_str_eq(buf, "{dp: R, tp: V} PartitionSpec(tp (strided by 4))");
+    /* what knows only ordinary shards refuses it, naming it */
+    cspmd_spec_t spec;
+    ck_assert_int_eq(cspmd_type_spec_plain(merged, "get_partition_spec", &spec),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "get_partition_spec: the tensor"));
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "has a dim sharded in strides"));
+    cspmd_type_t coll = 0;
+    cspmd_ctype_t s0 = {CSPMD_LT_V, 0}, r = {CSPMD_LT_R, -1};
+    ck_assert_int_eq(cspmd_global_coll("all_gather", TP, s0, r, merged, ty(LR, LR), 1, &coll),
+                     CSPMD_ERR_SPMD_TYPE);
+    /* split back at the chunk boundary: ordinary on dim 1 again */
+    cspmd_gtensor_t x;
+    memset(&x, 0, sizeof x);
+    x.type = merged;
+    x.ndim = 1;
+    x.sizes[0] = 48;
+    cspmd_garg_t args[2];
+    memset(args, 0, sizeof args);
+    args[0].n = CSPMD_GARG_OTHER;
+    args[1].n = 2;
+    args[1].v[0] = 4;
+    args[1].v[1] = 12;
+    cspmd_gcall_t call = {"aten::view", 1, &x, 2, args, 1};
+    cspmd_type_t outs[CSPMD_MAX_RESULTS];
+    ck_assert_int_eq(cspmd_global_infer(cspmd_shard_rule_find("aten::view", ""), &call,
+                                        ty(LR, LV), outs),
+                     CSPMD_OK);
+    back = outs[0];
+    ck_assert_uint_eq(tp_split_of(back, &dim), 0);
+    ck_assert_int_eq(dim, 1);
+    ck_assert_int_eq(back, gty(LR, LV, 2, 1, -1));
+    /* a pointwise op keeps the stride when its operands share it ... */
+    cspmd_gtensor_t two[2] = {x, x};
+    cspmd_gcall_t add = {"aten::add", 2, two, 0, NULL, 1};
+    ck_assert_int_eq(cspmd_global_infer(cspmd_shard_rule_find("aten::add", "Tensor"), &add,
+                                        ty(LR, LV), outs),
+                     CSPMD_OK);
+    sum = outs[0];
+    ck_assert_int_eq(sum, merged);
+    /* ... and refuses an ordinary shard next to it */
+    two[1].type = gty(LR, LV, 1, 0, -1);
+    ck_assert_int_eq(cspmd_global_infer(cspmd_shard_rule_find("aten::add", "Tensor"), &add,
+                                        ty(LR, LV), outs),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "sharded in different strides (4 and 1)"));
+}
+END_TEST
+
+/* view(x, (4, 12)) of a 48-long x typed t: tp's dim and stride in *dim, *split. */
+static void view_48_back(cspmd_type_t t, int *dim, uint32_t *split)
+{
+    cspmd_gtensor_t x;
+    memset(&x, 0, sizeof x);
+    x.type = t;
+    x.ndim = 1;
+    x.sizes[0] = 48;
+    cspmd_garg_t args[2];
+    memset(args, 0, sizeof args);
+    args[0].n = CSPMD_GARG_OTHER;
+    args[1].n = 2;
+    args[1].v[0] = 4;
+    args[1].v[1] = 12;
+    cspmd_gcall_t call = {"aten::view", 1, &x, 2, args, 1};
+    cspmd_type_t outs[CSPMD_MAX_RESULTS];
+    ck_assert_int_eq(cspmd_global_infer(cspmd_shard_rule_find("aten::view", ""), &call,
+                                        ty(LR, LV), outs),
+                     CSPMD_OK);
+    *split = tp_split_of(outs[0], dim);
+}
+
+/* The global memo keys on operand type ids; a strided shard's factor is
+ * part of the interned spec, so calls that differ only in it (same rule,
+ * sizes, arguments) never share an entry. */
+START_TEST(test_memo_tells_strides_apart)
+{
+    cspmd_type_t by4 = 0, by2 = 0;
+    const int64_t flat[1] = {48};
+    ck_assert_int_eq(view_of(gty(LR, LV, 2, 1, -1), 4, 12, 1, flat, &by4), CSPMD_OK);
+    ck_assert_int_eq(view_of(gty(LR, LV, 2, 1, -1), 2, 24, 1, flat, &by2), CSPMD_OK);
+    cspmd_type_t plain = gty(LR, LV, 1, 0, -1);
+    int dim = -1;
+    uint32_t split = 99;
+    for (int round = 0; round < 2; round++) { /* the second round is answered by the memo */
+        view_48_back(plain, &dim, &split);
+        ck_assert_int_eq(dim, 0);
+        ck_assert_uint_eq(split, 0);
+        view_48_back(by4, &dim, &split);
+        ck_assert_int_eq(dim, 1);
+        ck_assert_uint_eq(split, 0);
+        view_48_back(by2, &dim, &split);
+        ck_assert_int_eq(dim, 0);
+        ck_assert_uint_eq(split, 2);
+    }
+}
+END_TEST
+
+START_TEST(test_new_factories_are_replicated)
+{
+    cspmd_gtensor_t x = gt(gty(LR, LV, 2, 1, -1), 4, 12);
+    cspmd_garg_t args[2];
+    memset(args, 0, sizeof args);
+    args[0].n = CSPMD_GARG_OTHER;
+    args[1].n = 1;
+    args[1].v[0] = 5;
+    const char *ops[3] = {"aten::new_zeros", "aten::new_ones", "aten::new_full"};
+    for (int i = 0; i < 3; i++) {
+        cspmd_gcall_t call = {ops[i], 1, &x, 2, args, 1};
+        cspmd_type_t outs[CSPMD_MAX_RESULTS];
+        cspmd_shard_rule_t rule = cspmd_shard_rule_find(ops[i], "");
+        ck_assert_str_eq(cspmd_shard_rule_name(rule), "new_factory");
+        ck_assert_int_eq(cspmd_global_infer(rule, &call, ty(LR, LR), outs), CSPMD_OK);
+        ck_assert_int_eq(outs[0], ty(LR, LR));
+    }
 }
 END_TEST
 
@@ -524,6 +667,9 @@ Suite *suite_global(void)
     tcase_add_test(tc, test_new_sized_follows_self);
     tcase_add_test(tc, test_collective_spec);
     tcase_add_test(tc, test_view_split_keeps_the_shard_on_the_outer_piece);
+    tcase_add_test(tc, test_view_merge_behind_makes_a_strided_shard);
+    tcase_add_test(tc, test_memo_tells_strides_apart);
+    tcase_add_test(tc, test_new_factories_are_replicated);
     tcase_add_test(tc, test_out_partial_axes_checked_against_propagation);
     tcase_add_test(tc, test_out_partial_axes_end_out_of_order);
     suite_add_tcase(s, tc);

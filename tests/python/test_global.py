@@ -57,7 +57,8 @@ def _cases(m, dp, tp):
         "linear_row_parallel": (lambda: F.linear(T((2, 4, 8), {dp: R, tp: S(2)}),
                                                  T((6, 8), {dp: R, tp: S(1)})), ok(RP)),
         "linear_sequence_shard": (lambda: F.linear(T((2, 4, 8), {dp: R, tp: S(1)}),
-                                                   T((6, 8), {dp: R, tp: R})), no_strategy),
+                                                   T((6, 8), {dp: R, tp: R})),
+                                  ok(RV, None, "tp", None)),
         # reductions
         "sum_sharded_dim": (lambda: st(0).sum(0), ok(RP)),
         "sum_other_dim": (lambda: st(0).sum(1), ok(RV, "tp")),
@@ -90,7 +91,8 @@ def _cases(m, dp, tp):
                     ok(RV, None, None, "tp")),
         "unsqueeze": (lambda: st(1).unsqueeze(0), ok(RV, None, None, "tp")),
         "view_merge_outer": (lambda: st(0).view(32), ok(RV, "tp")),
-        "view_merge_inner": (lambda: st(1).view(32), no_strategy),
+        # merged behind dim 0 the shard is strided; viewed back, ordinary
+        "view_merge_inner": (lambda: st(1).view(32).view(4, 8), ok(RV, None, "tp")),
         "view_split_sharded": (lambda: st(0).view(2, 2, 8), ok(RV, "tp", None, None)),
         "view_split_other": (lambda: st(0).view(4, 2, 4), ok(RV, "tp", None, None)),
         "view_size_one": (lambda: T((1, 8), {dp: R, tp: S(0)}).view(8),
@@ -238,6 +240,10 @@ CASE_NAMES = [
 REFERENCE_DIFFERS = {
     # a split of a sharded dim keeps the shard on the outermost piece
     "view_split_sharded": ("err", "DTensorPropagationError", "into multiple smaller dimensions"),
+    # a shard merged behind other dims is strided (F.linear folds the
+    # sequence behind the batch; a view merges explicitly)
+    "linear_sequence_shard": ("err", "SpmdTypeError", "No valid sharding strategy for"),
+    "view_merge_inner": ("err", "SpmdTypeError", "No valid sharding strategy for"),
 }
 
 
@@ -487,7 +493,7 @@ def test_view_splitting_a_sharded_dim_shards_the_outermost_piece(mesh, dp, tp):
     dim is a block of whole heads.  The reference refuses the split
     (docs/differences.md); DTensor's view propagation agrees with cspmd
     (test_global_vs_dtensor.py).  Two axes on the split dim keep their
-    order; a merge behind another dim still raises."""
+    order; a merge behind another dim is strided (test_global_strided.py)."""
     ax = spmd.MeshAxis.of
     with spmd.set_current_mesh(mesh), typecheck(local=False):
         x = spmd.assert_type(torch.randn(2, 10, 12), {dp: S(1), tp: R})
@@ -501,7 +507,7 @@ def test_view_splitting_a_sharded_dim_shards_the_outermost_piece(mesh, dp, tp):
         both = spmd.assert_type(torch.randn(4, 6), {dp: V, tp: V}, PS(("dp", "tp"), None))
         assert spmd.get_partition_spec(both.view(2, 2, 6)) == PS((ax(dp), ax(tp)), None, None)
         with pytest.raises(SpmdTypeError, match="No valid sharding strategy for aten::view"):
-            spmd.assert_type(torch.randn(4, 6), {dp: R, tp: S(1)}).view(2, 12)
+            spmd.assert_type(torch.randn(4, 6), {dp: R, tp: S(1)}).view(3, 8)
         with pytest.raises(spmd.DTensorPropagationError, match="local size 1"):
             spmd.assert_type(torch.randn(1, 8), {dp: R, tp: S(0)}).view(8)
 

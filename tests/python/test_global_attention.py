@@ -4,9 +4,10 @@ projections column-parallel, the heads split out of the tp-sharded feature
 dim by a view, scaled_dot_product_attention per local head, the output
 projection row-parallel with its all_reduce (or, sequence parallel, an
 all_gather before and a reduce_scatter after) -- whose gathered output and
-gradients equal the dense single-process computation.  The explicit
-matmul + softmax form over batch and heads sharded on two axes is refused
-(docs/global.md says why)."""
+gradients equal the dense single-process computation.  The explicit form,
+softmax(q @ k^T) @ v with the batch on dp and the heads on tp, is checked
+the same way: torch's matmul folds (batch, heads) into one dim, whose
+shard is strided (docs/global.md)."""
 
 import pytest
 import torch
@@ -27,16 +28,22 @@ def _dense():
     return x, ws
 
 
-def _attention(x, ws, heads, project=lambda t: t):
+def _attention(x, ws, heads, project=lambda t: t, explicit=False):
     """The block on whatever x and weights hold: dense, or one rank's part
-    (heads: the number of local heads)."""
+    (heads: the number of local heads); explicit: softmax(q @ k^T) @ v
+    under a causal mask instead of scaled_dot_product_attention."""
     b, t = x.shape[0], x.shape[1]
 
     def split(w):  # (b, t, heads * HD) -> (b, heads, t, HD)
         return (x @ w).view(b, t, heads, HD).transpose(1, 2)
 
-    o = F.scaled_dot_product_attention(split(ws["wq"]), split(ws["wk"]), split(ws["wv"]),
-                                       is_causal=True)
+    q, k, v = split(ws["wq"]), split(ws["wk"]), split(ws["wv"])
+    if explicit:
+        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        s = (q @ k.transpose(-2, -1) / HD ** 0.5).masked_fill(~causal, float("-inf"))
+        o = torch.softmax(s, -1) @ v
+    else:
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     return project(o.transpose(1, 2).reshape(b, t, heads * HD)) @ ws["wo"]
 
 
@@ -44,7 +51,7 @@ def _chunk(t, dim, i, n):
     return t.detach().chunk(n, dim)[i].contiguous()
 
 
-def _attention_rank(rank, ws_n, sequence_parallel):
+def _attention_rank(rank, ws_n, sequence_parallel, explicit=False):
     from torch.distributed.device_mesh import init_device_mesh
 
     x, ws = _dense()
@@ -72,7 +79,7 @@ def _attention_rank(rank, ws_n, sequence_parallel):
             seen["o"] = str(spmd.get_partition_spec(o))
             return o
 
-        y = _attention(xin, local, H // ntp, project)   # row-parallel: {tp: P}
+        y = _attention(xin, local, H // ntp, project, explicit)   # row-parallel: {tp: P}
         out["y_types"] = str(spmd.get_local_type(y)[spmd.MeshAxis.of(tp)])
         if sequence_parallel:
             y = spmd.reduce_scatter(y, tp, src=P, dst=S(1))   # {dp: S(0), tp: S(1)}
@@ -97,11 +104,13 @@ def _attention_rank(rank, ws_n, sequence_parallel):
     return out
 
 
-@pytest.mark.parametrize("sequence_parallel", [False, True], ids=["all_reduce", "seq_parallel"])
-def test_2d_attention_on_gloo_matches_dense(sequence_parallel):
-    res = gloo_harness.run_world(4, _attention_rank, sequence_parallel, timeout=180)
+@pytest.mark.parametrize("sequence_parallel,explicit", [(False, False), (True, False),
+                                                       (False, True)],
+                         ids=["all_reduce", "seq_parallel", "explicit_softmax"])
+def test_2d_attention_on_gloo_matches_dense(sequence_parallel, explicit):
+    res = gloo_harness.run_world(4, _attention_rank, sequence_parallel, explicit, timeout=180)
     x, ws = _dense()
-    y = _attention(x, ws, H)
+    y = _attention(x, ws, H, explicit=explicit)
     (y * y).sum().backward()
     for out in res:
         assert out["o_spec"] == "PartitionSpec(mesh_dp, None, mesh_tp)"
@@ -117,16 +126,15 @@ def test_2d_attention_on_gloo_matches_dense(sequence_parallel):
         torch.testing.assert_close(out["wo_grad"], ws["wo"].grad)
 
 
-def test_explicit_attention_over_two_sharded_batch_dims_is_refused(mesh, dp, tp):
+def test_explicit_attention_over_two_sharded_batch_dims(mesh, dp, tp):
     """q @ k^T with the batch on dp and the heads on tp: torch's matmul
-    merges (batch, heads) into one dim, whose per-rank part is no contiguous
-    block of the global merged dim (a strided shard) -- refused, naming the
-    view; scaled_dot_product_attention on the same operands is accepted."""
+    merges (batch, heads) into one dim, whose per-rank part is a strided
+    shard of the global merged dim; the bmm keeps it and the view back
+    makes it ordinary: the result is sharded as scaled_dot_product_attention's."""
     with spmd.set_current_mesh(mesh), spmd.checker.typecheck(local=False):
         q = spmd.assert_type(torch.randn(2, 3, 5, 4), {dp: S(0), tp: S(1)})
-        with pytest.raises(spmd.SpmdTypeError, match="No valid sharding strategy for aten::view "
-                           "on axis mesh_tp: the sharded dim 1 is merged into dim 0 behind dim 0"):
-            torch.softmax(q @ q.transpose(-2, -1), -1)
+        o = torch.softmax(q @ q.transpose(-2, -1), -1) @ q
+        assert spmd.get_partition_spec(o) == spmd.get_partition_spec(q)
         o = F.scaled_dot_product_attention(q, q, q)
         assert spmd.get_partition_spec(o) == spmd.get_partition_spec(q)
 

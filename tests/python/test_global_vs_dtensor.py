@@ -170,6 +170,20 @@ def g_new_sized(rng):
     return op, build, [(s, p)]
 
 
+def g_new_factory(rng):
+    nd = rng.randint(1, 3)
+    s = _shape(rng, nd, 2, 4)
+    p = _place(rng, nd, partial=True)
+    op = rng.choice([aten.new_zeros.default, aten.new_ones.default, aten.new_full.default])
+    size = _shape(rng, rng.randint(1, 3), 1, 4)
+
+    def build(t, glob=False):
+        if op is aten.new_full.default:
+            return (t[0], size, 2.0), {}
+        return (t[0], size), {}
+    return op, build, [(s, p)]
+
+
 def g_layer_norm(rng):
     nd = rng.randint(2, 3)
     s = _shape(rng, nd)
@@ -322,7 +336,7 @@ GENERATORS = {
     "nll_loss": g_nll_loss, "select": g_select, "select_backward": g_select_backward,
     "slice": g_slice, "slice_backward": g_slice_backward, "split": g_split, "unbind": g_unbind,
     "gather": g_gather, "scatter_add": g_scatter_add, "index_select": g_index_select,
-    "cat": g_cat, "along": g_along, "new_sized": g_new_sized,
+    "cat": g_cat, "along": g_along, "new_sized": g_new_sized, "new_factory": g_new_factory,
 }
 
 
@@ -336,6 +350,8 @@ def _deliberate(op, places, d_out, c_out):
         return True  # other sizes than a sharded self: V (self's local type) cannot be R
     if op is aten.squeeze.dim and c_out == "err" and d_out != "err":
         return True  # the sharded dim has local size 1: only the local op squeezes it
+    if op is aten.view.default and d_out == "err" and c_out != "err" and "strided" in c_out:
+        return True  # a shard merged behind other dims: a strided shard of the merged dim
     return False
 
 
@@ -358,7 +374,12 @@ def _cspmd(op, build, tensors, tp_axis):
     for o in outs:
         o = o[0] if isinstance(o, (list, tuple)) else o
         lt = spmd.get_local_type(o).get(tp_axis)
-        spec = spmd.get_partition_spec(o)
+        try:
+            spec = spmd.get_partition_spec(o)
+        except spmd.SpmdTypeError as e:
+            assert "sharded in strides" in str(e)
+            res.append("strided")
+            continue
         dim = None
         if spec is not None:
             for d, e in enumerate(spec):
