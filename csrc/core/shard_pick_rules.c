@@ -189,6 +189,29 @@ int cspmdi_shard_index_select(shard_io_t *io)
     return CSPMD_OK;
 }
 
+/* index_add(self, dim, index, source, alpha) (index_select's backward
+ * adds the gradient's rows into zeros): self and source placed alike --
+ * sharded on a dim other than dim, both Partial, or both replicated --
+ * with the index replicated. */
+int cspmdi_shard_index_add(shard_io_t *io)
+{
+    if (io->call->ntensors < 3)
+        return fail(io, "expected self, index and source");
+    const cspmd_gtensor_t *t = tensor(io, 0);
+    int d = wrap_dim(int_arg(io, 1, 0), t->ndim);
+    int8_t ps = io->in[0], pi = io->in[1], pq = io->in[2];
+    char a[16], b[16];
+    if (pi != R_)
+        return fail(io, "the index is placed %s, not replicated", place_text(pi, a, sizeof a));
+    if (ps == d || pq == d)
+        return fail(io, "it adds along the sharded dim %d", d);
+    if (ps != pq)
+        return fail(io, "self is placed %s and source %s", place_text(ps, a, sizeof a),
+                    place_text(pq, b, sizeof b));
+    all_results(io, ps, t->ndim);
+    return CSPMD_OK;
+}
+
 /* embedding_dense_backward(grad, indices, num_weights, padding_idx,
  * scale_grad_by_freq): the table's gradient sums grad rows by index.
  * Rows sharded alike on grad and indices give a Partial sum; a sharded

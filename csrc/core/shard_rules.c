@@ -765,6 +765,8 @@ static const shard_entry_t table[] = {
     {"gather", NULL, "gather", cspmdi_shard_gather},
     {"scatter_add", NULL, "gather", cspmdi_shard_scatter_add},
     {"index_select", NULL, "gather", cspmdi_shard_index_select},
+    {"index_add", NULL, "gather", cspmdi_shard_index_add},
+    {"index_add_", NULL, "gather", cspmdi_shard_index_add},
     {"cat", NULL, "cat", cat},
     {"stack", NULL, "cat", stack},
     {"cumsum", NULL, "scan", scan},

@@ -77,6 +77,7 @@ CSPMDI_HIDDEN int cspmdi_shard_unbind(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_gather(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_scatter_add(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_index_select(shard_io_t *io);
+CSPMDI_HIDDEN int cspmdi_shard_index_add(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_embedding_backward(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_nll_loss(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_nll_loss_backward(shard_io_t *io);

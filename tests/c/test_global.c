@@ -649,6 +649,37 @@ START_TEST(test_new_factories_are_replicated)
 }
 END_TEST
 
+/* index_add(self, dim, index, source): index_select's backward. */
+START_TEST(test_index_add_keeps_a_shard_off_dim)
+{
+    cspmd_gtensor_t ops[3];
+    ops[0] = gt(gty(LR, LV, 2, 1, -1), 4, 3); /* self: S(1) */
+    memset(&ops[1], 0, sizeof ops[1]);
+    ops[1].type = ty(LR, LR); /* index: R */
+    ops[1].arg = 2;
+    ops[1].ndim = 1;
+    ops[1].sizes[0] = 2;
+    ops[2] = gt(gty(LR, LV, 2, 1, -1), 2, 3); /* source: S(1) */
+    ops[2].arg = 3;
+    cspmd_garg_t args[5];
+    memset(args, 0, sizeof args);
+    args[0].n = args[2].n = args[3].n = args[4].n = CSPMD_GARG_OTHER;
+    args[1].n = 1; /* dim 0 */
+    cspmd_gcall_t call = {"aten::index_add_", 3, ops, 5, args, 1};
+    cspmd_shard_rule_t rule = cspmd_shard_rule_find("aten::index_add_", "");
+    cspmd_type_t outs[CSPMD_MAX_RESULTS];
+    ck_assert_int_eq(cspmd_global_infer(rule, &call, ty(LR, LV), outs), CSPMD_OK);
+    ck_assert_int_eq(tp_dim_of(outs[0]), 1);
+    args[1].v[0] = 1; /* along the sharded dim */
+    ck_assert_int_eq(cspmd_global_infer(rule, &call, ty(LR, LV), outs), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "it adds along the sharded dim 1"));
+    args[1].v[0] = 0;
+    ops[0].type = ty(LR, LR); /* self replicated, source sharded */
+    ck_assert_int_eq(cspmd_global_infer(rule, &call, ty(LR, LV), outs), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "self is placed R and source S(1)"));
+}
+END_TEST
+
 Suite *suite_global(void)
 {
     Suite *s = suite_create("global");
@@ -670,6 +701,7 @@ Suite *suite_global(void)
     tcase_add_test(tc, test_view_merge_behind_makes_a_strided_shard);
     tcase_add_test(tc, test_memo_tells_strides_apart);
     tcase_add_test(tc, test_new_factories_are_replicated);
+    tcase_add_test(tc, test_index_add_keeps_a_shard_off_dim);
     tcase_add_test(tc, test_out_partial_axes_checked_against_propagation);
     tcase_add_test(tc, test_out_partial_axes_end_out_of_order);
     suite_add_tcase(s, tc);

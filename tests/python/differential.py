@@ -12,7 +12,10 @@ The pools stay the same while the outcomes agree, so `first_disagreement`
 compares the two traces up to the first step that differs.
 
 Used by tests/python/test_differential.py (a fast slice, and the long run
-behind CSPMD_DIFF_PROGRAMS).
+behind CSPMD_DIFF_PROGRAMS).  `generate_global` draws programs for global
+mode (``typecheck(local=False)``): fresh tensors carry partition specs on
+one or two axes (S(0), S(1), a two-axis entry, or V with no spec), and
+collectives move shards; tests/python/test_differential_global.py runs them.
 """
 
 import random
@@ -52,7 +55,9 @@ class Outcome:
 # ---- the program's vocabulary ------------------------------------------------
 
 def _typ(lib, letter):
-    return lib.S(0) if letter == "S0" else getattr(lib, letter)
+    if letter in ("S0", "S1"):
+        return lib.S(int(letter[1]))
+    return getattr(lib, letter)
 
 
 def _scalar(lib, arg):
@@ -194,6 +199,63 @@ def generate(seed, n_steps=8):
     return prog
 
 
+# Global mode's fresh tensors: per axis R, I, P, S(0), S(1) or (rarely) V
+# with no spec, which global mode refuses; now and then one spec entry
+# naming both axes, in either order.
+GLOBAL_LETTERS = ("R", "I", "P", "S0", "S1", "S0", "S1")
+
+
+def generate_global(seed, n_steps=8):
+    """A program for global mode, drawn from seed as generate() draws one."""
+    rng = random.Random(f"global-{seed}")
+    axes = ("dp", "tp") if rng.random() < 0.75 else ("tp",)
+    prog = Program(seed, axes, grad_mode=rng.random() < 0.85)
+
+    def fresh():
+        grad = rng.random() < 0.5
+        if len(axes) == 2 and rng.random() < 0.12:
+            order = ("dp", "tp") if rng.random() < 0.7 else ("tp", "dp")
+            types = tuple((ax, "V") for ax in axes)
+            prog.steps.append(Step("fresh", "assert_type", (), (types, grad, (order, rng.randrange(2)))))
+            return
+        types = []
+        for ax in axes:
+            r = rng.random()
+            letter = "V" if r < 0.03 else rng.choice(GLOBAL_LETTERS)
+            if letter in ("S0", "S1") and any(c == letter for _, c in types):
+                letter = "R"  # one axis per dim without an explicit spec
+            types.append((ax, letter))
+        prog.steps.append(Step("fresh", "assert_type", (), (tuple(types), grad)))
+
+    def pick(n):
+        return tuple(rng.randrange(1 << 30) for _ in range(n))
+
+    for _ in range(2 + rng.randrange(2)):
+        fresh()
+    for _ in range(n_steps):
+        r = rng.random()
+        if r < 0.15:
+            fresh()
+        elif r < 0.4:
+            name = rng.choice(COLLS)
+            ax = rng.choice(axes)
+            src, dst = rng.choice(GLOBAL_COLL_TYPES), rng.choice(GLOBAL_COLL_TYPES)
+            prog.steps.append(Step("coll", name, pick(1), (ax, src, dst, rng.random() < 0.5)))
+        else:
+            name = rng.choice(sorted(OPS))
+            arg = None
+            if name.endswith("_scalar"):
+                arg = tuple((ax, rng.choice("RIP")) for ax in axes)
+            prog.steps.append(Step("op", name, pick(OPS[name][0]), arg))
+    if rng.random() < 0.4:
+        fixes = tuple((ax, rng.choice(("none", "reinterpret", "convert"))) for ax in axes)
+        prog.steps.append(Step("backward", "backward", pick(1), fixes))
+    return prog
+
+
+GLOBAL_COLL_TYPES = ("R", "I", "V", "P", "S0", "S1")
+
+
 # ---- running -----------------------------------------------------------------
 
 def _letter(t):
@@ -207,10 +269,22 @@ def types_text(lib, x):
         return "untyped"
     lt = lib.get_local_type(x)
     text = ", ".join(f"{a}: {_letter(t)}" for a, t in sorted(lt.items(), key=lambda kv: str(kv[0])))
-    spec = lib.get_partition_spec(x)
+    try:
+        spec = lib.get_partition_spec(x)
+    except Exception as e:  # noqa: BLE001 -- a spec with no PartitionSpec form
+        return "{" + text + f" spec {type(e).__name__}" + "}"
     if spec is not None and any(e is not None for e in spec):
-        text += f" spec {tuple(spec)}"
+        text += " spec (" + ", ".join(_entry_text(e) for e in spec) + ")"
     return "{" + text + "}"
+
+
+def _entry_text(e):
+    """A spec entry with axes by name (the two libraries' MeshAxis reprs differ)."""
+    if e is None:
+        return "None"
+    if isinstance(e, tuple):
+        return "(" + ", ".join(_entry_text(a) for a in e) + ")"
+    return str(e).split("mesh_")[-1].rstrip(")'\"")
 
 
 def _backward(lib, arg, x):
@@ -238,8 +312,9 @@ def _axis_of(lib, x, name):
 
 def _line(step, argn):
     if step.kind == "fresh":
-        types, grad = step.arg
-        return f"assert_type(randn(4, 4{', grad' if grad else ''}), {dict(types)})"
+        types, grad = step.arg[:2]
+        spec = f", PartitionSpec({step.arg[2][0]} on dim {step.arg[2][1]})" if len(step.arg) > 2 else ""
+        return f"assert_type(randn(4, 4{', grad' if grad else ''}), {dict(types)}{spec})"
     if step.kind == "op":
         return f"{step.name}({', '.join(argn)})" + (f" scalar {dict(step.arg)}" if step.arg else "")
     if step.kind == "coll":
@@ -249,12 +324,26 @@ def _line(step, argn):
     return f"backward({argn[0]}.sum(), loss fixes {dict(step.arg)})"
 
 
-def run(lib, mesh, prog):
-    """Run ``prog`` under ``lib`` (cspmd or the reference); a list of
-    Outcomes, one per step."""
+def _fresh(lib, arg):
+    types, grad = arg[:2]
+    with lib.no_typecheck():
+        x = torch.randn(4, 4, requires_grad=grad)
+    ty = {ax: _typ(lib, c) for ax, c in types}
+    if len(arg) > 2:
+        order, dim = arg[2]
+        entries = [None, None]
+        entries[dim] = order
+        return lib.assert_type(x, ty, lib.PartitionSpec(*entries))
+    return lib.assert_type(x, ty)
+
+
+def run(lib, mesh, prog, local=True):
+    """Run ``prog`` under ``lib`` (cspmd or the reference), in local or
+    global mode; a list of Outcomes, one per step."""
     m = mesh if len(prog.axes) == 2 else mesh[prog.axes[0]]
     pool, names, leaves, trace = [], [], [], []
-    with lib.set_current_mesh(m), lib.checker.typecheck(), torch.set_grad_enabled(prog.grad_mode):
+    with lib.set_current_mesh(m), lib.checker.typecheck(local=local), \
+            torch.set_grad_enabled(prog.grad_mode):
         for step in prog.steps:
             args = [pool[p % len(pool)] for p in step.picks] if pool else []
             argn = [names[p % len(names)] for p in step.picks] if names else []
@@ -263,11 +352,8 @@ def run(lib, mesh, prog):
             line = _line(step, argn)
             try:
                 if step.kind == "fresh":
-                    types, grad = step.arg
-                    with lib.no_typecheck():
-                        x = torch.randn(4, 4, requires_grad=grad)
-                    out = lib.assert_type(x, {ax: _typ(lib, c) for ax, c in types})
-                    if grad:
+                    out = _fresh(lib, step.arg)
+                    if step.arg[1]:
                         leaves.append(out)
                 elif step.kind == "op":
                     out = OPS[step.name][1](lib, step.arg, *args)
@@ -368,3 +454,68 @@ def explain(prog, i, mine, theirs):
     """The markers of EXPLAINED that match step i's disagreement."""
     st, prior = prog.steps[i], prog.steps[:i]
     return [name for name, pred in EXPLAINED.items() if pred(st, mine[i], theirs[i], prior)]
+
+
+# ---- explained disagreements in global mode ----------------------------------
+#
+# Markers ``<!-- differential-global: NAME -->`` in docs/differences.md.  The
+# local-mode explanations (EXPLAINED) hold in global mode too and are tried
+# after these.
+
+def _err(result):
+    return not _typed(result) and result != "ok"
+
+
+def _plain_v_coll(st):
+    return st.kind == "coll" and "V" in (st.arg[1], st.arg[2])
+
+
+EXPLAINED_GLOBAL = {
+    # mean / amax over a sharded dim: SpmdTypeError, the reference ValueError
+    "no-sum-reduction": lambda st, a, b, prior: (
+        st.kind == "op" and a.result == "SpmdTypeError" and b.result == "ValueError"
+        and "Only sum-Partial" in b.error),
+    # a view that splits a sharded dim, or merges it behind others (strided)
+    # (the collectives' steps reshape their results back to 4 x 4 too)
+    "view-shards": lambda st, a, b, prior: (
+        _typed(a.result) and b.result in ("SpmdTypeError", "DTensorPropagationError")
+        and ((st.kind == "op" and st.name in ("reshape", "bmm", "cat", "stack", "chunk"))
+             or "reshape" in b.error or "Reshaping" in b.error)),
+    # the reference retypes a collective's input before failing
+    "failed-step-keeps-operands": lambda st, a, b, prior: (
+        a.result == b.result and _err(a.result) and a.after != b.after),
+    # cspmd checks a collective's src/dst before the input's spec
+    "collective-arguments-first": lambda st, a, b, prior: (
+        st.kind == "coll" and a.result == "ValueError" and _err(b.result)
+        and "no PartitionSpec entry" in b.error),
+    # a collective's src or dst V (no dim) on a global axis: cspmd asks for S(i)
+    "plain-v-collective": lambda st, a, b, prior: (
+        _plain_v_coll(st) and (
+            (a.result == "SpmdTypeError"
+             and ("instead of V" in a.error or "no PartitionSpec entry" in a.error))
+            or (_typed(a.result) and "no PartitionSpec entry" in b.error))),
+    # the reference cannot hand a two-axis spec entry to DTensor in some ops
+    "reference-two-axis-entry": lambda st, a, b, prior: (
+        a.result == "SpmdTypeError" and b.result == "ValueError"
+        and "Cannot convert" in b.error),
+    # a gradient that is R because the forward summed over a sharded dim
+    # reaches a collective's backward, which declares V (cspmd checks
+    # backward; the reference does not)
+    "replicated-gradient-into-collective": lambda st, a, b, prior: (
+        st.kind == "backward" and a.result == "SpmdTypeError" and b.result == "ok"
+        and "expected input type V" in a.error and "got R" in a.error),
+    # torch's own argument check (einsum's subscripts) fails before any
+    # aten op reaches cspmd; the reference checks the operands first
+    "torch-argument-check-first": lambda st, a, b, prior: (
+        a.result == "RuntimeError" and b.result == "SpmdTypeError"),
+    # expand_as(x, y) reads only y's shape (y's spec and type take no part)
+    "shape-only-operands-global": lambda st, a, b, prior: (
+        st.name == "expand_as" and _typed(a.result) and a.result != b.result),
+}
+
+
+def explain_global(prog, i, mine, theirs):
+    """The markers of EXPLAINED_GLOBAL, then of EXPLAINED, that match step i."""
+    st, prior = prog.steps[i], prog.steps[:i]
+    out = [n for n, pred in EXPLAINED_GLOBAL.items() if pred(st, mine[i], theirs[i], prior)]
+    return out + explain(prog, i, mine, theirs)
