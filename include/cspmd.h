@@ -203,12 +203,11 @@ typedef struct cspmd_spec {
 CSPMD_API cspmd_status_t cspmd_type_make(const cspmd_axis_t *axes, const cspmd_ltype_t *ltypes,
                                          int n, const cspmd_spec_t *spec, cspmd_type_t *out);
 /* The partition spec that S(d) annotations describe: axes[i] shards tensor
- * dim dims[i] (negative counts from the end) of a tensor of ndim dims; a
- * trivial axis is skipped.  One axis per dim: two axes on one dim need an
- * explicit spec to order them.  Errors: SPMD_TYPE ("S(d) is out of range
- * for a tensor with n dims", "Axes A and B both shard tensor dim d. Use an
- * explicit PartitionSpec to specify the axis ordering."); VALUE (ndim
- * outside 0..CSPMD_MAX_DIMS); MISUSE (NULL, n outside 0..CSPMD_MAX_AXES).
+ * dim dims[i] (negative counts from the end) of a tensor of ndim dims, laid
+ * out by cspmd_shards_layout's annotation rule (by_order 0: a trivial axis
+ * is skipped; one axis per dim, two axes on one dim need an explicit spec
+ * to order them), with its SPMD_TYPE errors.  VALUE (ndim outside
+ * 0..CSPMD_MAX_DIMS); MISUSE (NULL, n outside 0..CSPMD_MAX_AXES).
  * On error *out is untouched. */
 CSPMD_API cspmd_status_t cspmd_spec_from_shards(const cspmd_axis_t *axes, const int32_t *dims,
                                                 int n, int ndim, cspmd_spec_t *out);
@@ -552,6 +551,14 @@ typedef struct cspmd_ctype {
  * expert_mode. */
 CSPMD_API cspmd_status_t cspmd_coll_validate(cspmd_coll_t op, cspmd_ctype_t src,
                                              cspmd_ctype_t dst, int expert_mode);
+
+/* The local type a collective reduces its src as: all_reduce and
+ * reduce_scatter take src=V by first reinterpreting it as P (a call of its
+ * own: reinterpret(V, P), then the reduction from P); every other (op,
+ * src) is taken as it is (*as = src).  MISUSE for an unknown op, a src
+ * outside R/I/V/P or NULL as.  Thread-safe, no state. */
+CSPMD_API cspmd_status_t cspmd_coll_src_as(cspmd_coll_t op, cspmd_ltype_t src,
+                                           cspmd_ltype_t *as);
 
 /* The backward op of a forward (op, src, dst) pair:
  * writes the backward op and its (src, dst).  Compositions (reinterpret
@@ -1222,6 +1229,32 @@ CSPMD_API cspmd_status_t cspmd_annotation_check_spec(int has_spec, const cspmd_a
                                                      const cspmd_axis_key_t *spec_resolved,
                                                      int nspec);
 
+/* The partition spec that S(d) entries describe, as each entry's place:
+ * entry i (keys[i] as written) shards tensor dim dims[i] (negative counts
+ * from the end) of a tensor of ndim dims.  order lists entry indices
+ * (-1: an axis with no S(d) entry, skipped; a repeat counts once): those
+ * entries come first on their dim, in that order, then the others as
+ * given.  Writes spec_dims[i] (the dim, 0..ndim-1) and spec_pos[i] (the
+ * entry's position on it).  by_order selects the API's rule:
+ *   1 (shard_types_to_partition_spec): an entry that order does not place
+ *     on a dim already taken is SPMD_TYPE "Tensor dim d is sharded on
+ *     multiple axes (a, b) but axis_order does not resolve their
+ *     ordering. ..." (the axes placed so far); a dim out of range
+ *     "S(d) is out of bounds for tensor with ndim=n";
+ *   0 (an annotation): a trivial axis (key CSPMD_AXIS_TRIVIAL) is skipped
+ *     (spec_dims[i] = spec_pos[i] = -1); after every range check ("S(d)
+ *     is out of range for a tensor with n dims"), the first dim that
+ *     several entries share is SPMD_TYPE "Tensor dim d is sharded on
+ *     multiple axes (a, b). Use an explicit PartitionSpec to specify the
+ *     axis ordering.".
+ * Errors are met in placement order.  VALUE for ndim < 0; MISUSE for bad
+ * counts or an order index outside -1..n-1.  On error nothing is written.
+ * Thread-safe. */
+CSPMD_API cspmd_status_t cspmd_shards_layout(const cspmd_axis_key_t *keys, const int32_t *dims,
+                                             int32_t *spec_dims, int32_t *spec_pos, int n,
+                                             const int32_t *order, int norder, int ndim,
+                                             int by_order);
+
 /* ===================================================================== */
 /* The functions the Python front calls                                   */
 /* ===================================================================== */
@@ -1232,10 +1265,10 @@ CSPMD_API cspmd_status_t cspmd_annotation_check_spec(int has_spec, const cspmd_a
  * its C type: an integer, id or enum from an int; const char * from a str;
  * a cspmd_ctype_t from a pair (local type, shard dim); a run of const T *
  * parameters followed by int n from one list each (n is their common
- * length); a non-const T * is an output, returned.  A status result is
- * raised as the Python exception of its status; another result is returned
- * ahead of the outputs.  A function whose parameters fit those rules needs
- * only its row here. */
+ * length); a non-const T * is an output, returned (inside a run, before its
+ * int n: a list of n outputs).  A status result is raised as the Python
+ * exception of its status; another result is returned ahead of the outputs.
+ * A function whose parameters fit those rules needs only its row here. */
 #define CSPMD_PY_CALL_LIST(X)                                                        \
     X(axis_intern) X(axis_from_ranks) X(axis_display) X(axis_le_checked)            \
     X(axis_name_add) X(axis_names_reset) X(axis_print_debug_set) X(axis_print_debug) \
@@ -1248,7 +1281,8 @@ CSPMD_API cspmd_status_t cspmd_annotation_check_spec(int has_spec, const cspmd_a
     X(partial_decl_open) X(partial_decl_end)                                        \
     X(rule_count) X(rule_find) X(shard_rule_find) X(shard_rule_name)                \
     X(coll_noop) X(coll_validate) X(coll_split) X(coll_split_backward_dtype)        \
-    X(rules_transition) X(annotation_merge_check) X(annotation_check_spec)  \
+    X(coll_src_as) X(rules_transition) X(annotation_merge_check)                    \
+    X(annotation_check_spec) X(shards_layout)                                       \
     X(unchecked_code_clear) X(unchecked_code_count)
 
 #ifdef __cplusplus

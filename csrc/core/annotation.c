@@ -54,14 +54,11 @@ cspmd_status_t cspmd_axis_key_of_name(const char *name, cspmd_axis_key_t *out)
     return st;
 }
 
-/* The key as written: *quote + text + *quote, 'name' quoted as Python
- * quotes a str, an axis as its display text.  Both texts live as long as
- * the process. */
-static const char *key_text(cspmd_axis_key_t key, const char **quote)
+const char *cspmdi_axis_key_text(cspmd_axis_key_t key, int debug, const char **quote)
 {
     *quote = "";
     if (key >= 0)
-        return key <= UINT32_MAX ? cspmd_axis_display((cspmd_axis_t)key, 0)
+        return key <= UINT32_MAX ? cspmd_axis_display((cspmd_axis_t)key, debug)
                                  : "MeshAxis(<unknown id>)";
     const char *name = NULL;
     pthread_mutex_lock(&names_lock);
@@ -101,7 +98,7 @@ cspmd_status_t cspmd_annotation_merge_check(const cspmd_axis_key_t *keys,
             int32_t dj = ltypes[j] == CSPMD_LT_V && shard_dims[j] >= 0 ? shard_dims[j] : -1;
             if (ltypes[i] == ltypes[j] && di == dj)
                 break; /* agrees with the first entry of this key */
-            const char *q, *k = key_text(keys[j], &q);
+            const char *q, *k = cspmdi_axis_key_text(keys[j], 0, &q);
             cspmd_ctype_t a = {ltypes[i], shard_dims[i]}, b = {ltypes[j], shard_dims[j]};
             return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                    "Conflicting types on axis %s%s%s: %s and %s", q, k, q,
@@ -149,7 +146,7 @@ cspmd_status_t cspmd_annotation_check_spec(int has_spec, const cspmd_axis_key_t 
         int i = find_entry(spec_keys[j], spec_resolved[j], keys, keys_resolved, n);
         if (i < 0 || ltypes[i] == CSPMD_LT_V)
             continue;
-        const char *q, *k = key_text(spec_keys[j], &q);
+        const char *q, *k = cspmdi_axis_key_text(spec_keys[j], 0, &q);
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                "SpmdType: axis %s%s%s appears in the partition_spec but its "
                                "local type is %s, not V",

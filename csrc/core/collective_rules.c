@@ -211,6 +211,29 @@ cspmd_status_t cspmd_coll_validate(cspmd_coll_t op, cspmd_ctype_t src, cspmd_cty
     return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_validate: unknown op %d", (int)op);
 }
 
+cspmd_status_t cspmd_coll_src_as(cspmd_coll_t op, cspmd_ltype_t src, cspmd_ltype_t *as)
+{
+    if (as == NULL || (src != CSPMD_LT_R && src != CSPMD_LT_I && src != CSPMD_LT_V &&
+                       src != CSPMD_LT_P))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_src_as: bad arguments");
+    switch (op) {
+    case CSPMD_COLL_ALL_REDUCE:
+    case CSPMD_COLL_REDUCE_SCATTER:
+        /* A reduction of V sums the ranks' values as partial sums. */
+        *as = src == CSPMD_LT_V ? CSPMD_LT_P : src;
+        return CSPMD_OK;
+    case CSPMD_COLL_ALL_GATHER:
+    case CSPMD_COLL_ALL_TO_ALL:
+    case CSPMD_COLL_REINTERPRET:
+    case CSPMD_COLL_CONVERT:
+    case CSPMD_COLL_REDISTRIBUTE:
+    case CSPMD_COLL_INVARIANT_TO_REPLICATE:
+        *as = src;
+        return CSPMD_OK;
+    }
+    return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_src_as: unknown op %d", (int)op);
+}
+
 /* ===================================================================== */
 /* Backward pairs                                                        */
 /* ===================================================================== */

@@ -132,4 +132,10 @@ CSPMDI_HIDDEN void cspmdi_text_free(cspmdi_text_t *t);
 CSPMDI_HIDDEN cspmd_status_t cspmdi_partial_decl_check(const char *op, const cspmd_axis_t *axes,
                                                        int n, uint32_t promoted);
 
+/* An axis key as written (annotation.c): *quote + text + *quote, a name
+ * quoted as Python quotes a str, an axis as its display text (debug as
+ * cspmd_axis_display).  Both texts live as long as the process. */
+CSPMDI_HIDDEN const char *cspmdi_axis_key_text(cspmd_axis_key_t key, int debug,
+                                               const char **quote);
+
 #endif /* CSPMD_CORE_H */

@@ -6,7 +6,9 @@
 //   cspmd_ctype_t                     <- a pair (local type, shard dim)
 //   const T * (a run of them) + int n <- one Python list each; n is their
 //                                        common length, not a Python argument
-//   T * (not const)                   -> an output: returned, not passed
+//   T * (not const)                   -> an output: returned, not passed;
+//                                        inside a run of lists (before its
+//                                        int n), a list of n outputs
 // A cspmd_status_t result is checked (the core's error raised as its Python
 // exception) and the outputs returned (None, one value, or a tuple); any
 // other result is returned as it is, followed by the outputs if there are
@@ -41,9 +43,10 @@ template <class T>
 constexpr bool is_out_v = std::is_pointer_v<T> && !std::is_const_v<std::remove_pointer_t<T>>;
 template <class T> constexpr bool is_ctype_v = std::is_same_v<T, cspmd_ctype_t>;
 
-// Where a C parameter's value is held while the call is made.
+// Where a C parameter's value is held while the call is made (an output
+// inside a run is a list: held as a vector, see CoreCall::Held).
 template <class T>
-using Held = std::conditional_t<
+using HeldOne = std::conditional_t<
     is_text_v<T>, std::string,
     std::conditional_t<is_list_v<T>, std::vector<Pointee<T>>,
                        std::conditional_t<is_out_v<T>, Pointee<T>, T>>>;
@@ -90,16 +93,50 @@ template <class R, class... A, R (*Fn)(A...)> struct CoreCall<R (*)(A...), Fn> {
     using Params = std::tuple<A...>;
     template <size_t I> using At = std::tuple_element_t<I, Params>;
 
-    // An int right after a list parameter is the lists' length.
+    static constexpr size_t N = sizeof...(A);
+
+    // An output followed (through other outputs) by an int, and preceded
+    // (through other outputs) by a list: an output list of the run.
+    template <size_t I> static constexpr bool ends_run_after() {
+        if constexpr (I + 1 >= N)
+            return false;
+        else if constexpr (std::is_same_v<At<I + 1>, int>)
+            return true;
+        else if constexpr (is_out_v<At<I + 1>>)
+            return ends_run_after<I + 1>();
+        else
+            return false;
+    }
+    template <size_t I> static constexpr bool in_run_before() {
+        if constexpr (I == 0)
+            return false;
+        else if constexpr (is_list_v<At<I - 1>>)
+            return true;
+        else if constexpr (is_out_v<At<I - 1>>)
+            return in_run_before<I - 1>();
+        else
+            return false;
+    }
+    template <size_t I> static constexpr bool is_out_list() {
+        return is_out_v<At<I>> && ends_run_after<I>() && in_run_before<I>();
+    }
+    // An int right after a list parameter (or an output list) is the
+    // lists' length.
     template <size_t I> static constexpr bool is_count() {
         if constexpr (I == 0)
             return false;
         else
-            return std::is_same_v<At<I>, int> && is_list_v<At<I - 1>>;
+            return std::is_same_v<At<I>, int> &&
+                   (is_list_v<At<I - 1>> || is_out_list<I - 1>());
     }
     template <size_t I> static constexpr bool takes_arg() {
         return !is_count<I>() && !is_out_v<At<I>>;
     }
+    template <size_t I>
+    using HeldAt = std::conditional_t<is_out_list<I>(), std::vector<Pointee<At<I>>>,
+                                      HeldOne<At<I>>>;
+    template <size_t... I> static auto held_tuple(std::index_sequence<I...>)
+        -> std::tuple<HeldAt<I>...>;
     template <size_t... I> static constexpr size_t n_args(std::index_sequence<I...>) {
         return (0 + ... + (takes_arg<I>() ? 1 : 0));
     }
@@ -111,7 +148,7 @@ template <class R, class... A, R (*Fn)(A...)> struct CoreCall<R (*)(A...), Fn> {
     static constexpr size_t kOuts = n_outs(Seq{});
 
     struct State {
-        std::tuple<Held<A>...> held;
+        decltype(held_tuple(Seq{})) held;
         size_t next = 0;      // the next Python argument
         int64_t run_len = -1; // the length of the current run of lists
     };
@@ -125,6 +162,7 @@ template <class R, class... A, R (*Fn)(A...)> struct CoreCall<R (*)(A...), Fn> {
             if (s.run_len > INT_MAX)
                 bad_argument(CSPMD_ERR_VALUE, fn, s.next - 1, "is too long");
             h = static_cast<int>(s.run_len);
+            size_lists<I - 1>(s);
             s.run_len = -1;
         } else {
             size_t i = s.next++;
@@ -159,12 +197,21 @@ template <class R, class... A, R (*Fn)(A...)> struct CoreCall<R (*)(A...), Fn> {
         }
     }
 
+    // The output lists just before the count I + 1, sized to the run.
+    template <size_t I> static void size_lists(State &s) {
+        if constexpr (is_out_list<I>()) {
+            std::get<I>(s.held).assign(static_cast<size_t>(s.run_len), {});
+            if constexpr (I > 0)
+                size_lists<I - 1>(s);
+        }
+    }
+
     template <size_t I> static auto pass(State &s) {
         using T = At<I>;
         auto &h = std::get<I>(s.held);
         if constexpr (is_text_v<T>)
             return h.c_str();
-        else if constexpr (is_list_v<T>)
+        else if constexpr (is_list_v<T> || is_out_list<I>())
             return static_cast<T>(h.data());
         else if constexpr (is_out_v<T>)
             return &h;
@@ -173,8 +220,14 @@ template <class R, class... A, R (*Fn)(A...)> struct CoreCall<R (*)(A...), Fn> {
     }
 
     template <size_t I> static void add_out(State &s, py::list &out) {
-        if constexpr (is_out_v<At<I>>)
+        if constexpr (is_out_list<I>()) {
+            py::list l;
+            for (const auto &v : std::get<I>(s.held))
+                l.append(to_py(v));
+            out.append(l);
+        } else if constexpr (is_out_v<At<I>>) {
             out.append(to_py(std::get<I>(s.held)));
+        }
     }
     template <size_t... I> static py::object outputs(State &s, std::index_sequence<I...>) {
         py::list out;

@@ -417,6 +417,28 @@ START_TEST(test_coll_infer_misuse)
 }
 END_TEST
 
+START_TEST(test_coll_src_as)
+{
+    cspmd_ltype_t as = CSPMD_LT_NONE;
+    /* The reductions read src=V as P; nothing else is renamed. */
+    ck_assert_int_eq(cspmd_coll_src_as(CSPMD_COLL_ALL_REDUCE, CSPMD_LT_V, &as), CSPMD_OK);
+    ck_assert_int_eq(as, CSPMD_LT_P);
+    ck_assert_int_eq(cspmd_coll_src_as(CSPMD_COLL_REDUCE_SCATTER, CSPMD_LT_V, &as), CSPMD_OK);
+    ck_assert_int_eq(as, CSPMD_LT_P);
+    ck_assert_int_eq(cspmd_coll_src_as(CSPMD_COLL_ALL_REDUCE, CSPMD_LT_R, &as), CSPMD_OK);
+    ck_assert_int_eq(as, CSPMD_LT_R); /* refused later, by cspmd_coll_validate */
+    ck_assert_int_eq(cspmd_coll_src_as(CSPMD_COLL_ALL_GATHER, CSPMD_LT_V, &as), CSPMD_OK);
+    ck_assert_int_eq(as, CSPMD_LT_V);
+    ck_assert_int_eq(cspmd_coll_src_as(CSPMD_COLL_REINTERPRET, CSPMD_LT_V, &as), CSPMD_OK);
+    ck_assert_int_eq(as, CSPMD_LT_V);
+    ck_assert_int_eq(cspmd_coll_src_as((cspmd_coll_t)CSPMD_COLL_COUNT, CSPMD_LT_V, &as), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_coll_src_as(CSPMD_COLL_ALL_REDUCE, CSPMD_LT_NONE, &as),
+                     CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_coll_src_as(CSPMD_COLL_ALL_REDUCE, CSPMD_LT_V, NULL), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(as, CSPMD_LT_V); /* untouched on error */
+}
+END_TEST
+
 Suite *suite_coll(void)
 {
     Suite *s = suite_create("coll");
@@ -436,6 +458,7 @@ Suite *suite_coll(void)
     tcase_add_test(tc, test_coll_infer_flattened);
     tcase_add_test(tc, test_coll_infer_other_mesh);
     tcase_add_test(tc, test_coll_infer_misuse);
+    tcase_add_test(tc, test_coll_src_as);
     suite_add_tcase(s, tc);
     return s;
 }

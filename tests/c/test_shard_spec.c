@@ -82,6 +82,67 @@ START_TEST(test_reports_the_first_dim_sharded_twice)
 }
 END_TEST
 
+/* shard_types_to_partition_spec's rule: order places entries first. */
+START_TEST(test_layout_by_order)
+{
+    cspmd_axis_key_t name;
+    ck_assert_int_eq(cspmd_axis_key_of_name("cp", &name), CSPMD_OK);
+    cspmd_axis_key_t keys[4] = {TP, DP, CSPMD_AXIS_TRIVIAL, name};
+    int32_t dims[4] = {0, 0, 1, -1}, sd[4] = {9, 9, 9, 9}, sp[4] = {9, 9, 9, 9};
+    int32_t order[5] = {1, -1, 0, 3, 2}; /* dp then tp on dim 0; -1 names no entry */
+    ck_assert_int_eq(cspmd_shards_layout(keys, dims, sd, sp, 4, order, 5, 2, 1), CSPMD_OK);
+    ck_assert_int_eq(sd[0], 0); ck_assert_int_eq(sp[0], 1);
+    ck_assert_int_eq(sd[1], 0); ck_assert_int_eq(sp[1], 0);
+    ck_assert_int_eq(sd[2], 1); ck_assert_int_eq(sp[2], 1); /* a trivial axis is kept */
+    ck_assert_int_eq(sd[3], 1); ck_assert_int_eq(sp[3], 0); /* in order */
+    /* A repeated index counts once. */
+    int32_t twice[3] = {0, 0, 1};
+    ck_assert_int_eq(cspmd_shards_layout(keys, dims, sd, sp, 2, twice, 3, 2, 1), CSPMD_OK);
+    ck_assert_int_eq(sp[0], 0);
+    ck_assert_int_eq(sp[1], 1);
+}
+END_TEST
+
+START_TEST(test_layout_errors)
+{
+    cspmd_axis_key_t name;
+    ck_assert_int_eq(cspmd_axis_key_of_name("cp", &name), CSPMD_OK);
+    cspmd_axis_key_t keys[3] = {TP, name, DP};
+    int32_t dims[3] = {0, 0, 0}, sd[3] = {9, 9, 9}, sp[3] = {9, 9, 9};
+    int32_t order[1] = {2};
+    /* The first entry order leaves unplaced on a taken dim, with the axes
+     * placed so far. */
+    ck_assert_int_eq(cspmd_shards_layout(keys, dims, sd, sp, 3, order, 1, 2, 1),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "Tensor dim 0 is sharded on multiple axes (dp, tp) but "
+                                         "axis_order does not resolve their ordering. Pass all "
+                                         "conflicting axes in axis_order.");
+    ck_assert_int_eq(sd[0], 9); /* nothing written */
+    ck_assert_int_eq(cspmd_shards_layout(keys, dims, sd, sp, 3, NULL, 0, 2, 1),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "Tensor dim 0 is sharded on multiple axes (tp, 'cp') "
+                                         "but axis_order does not resolve their ordering. Pass "
+                                         "all conflicting axes in axis_order.");
+    /* In placement order, a dim out of range is met first. */
+    dims[1] = 2;
+    ck_assert_int_eq(cspmd_shards_layout(keys, dims, sd, sp, 3, NULL, 0, 2, 1),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "S(2) is out of bounds for tensor with ndim=2");
+    /* The annotation rule names every axis on the dim. */
+    dims[1] = 1;
+    ck_assert_int_eq(cspmd_shards_layout(keys, dims, sd, sp, 3, NULL, 0, 2, 0),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "Tensor dim 0 is sharded on multiple axes (tp, dp). Use "
+                                         "an explicit PartitionSpec to specify the axis "
+                                         "ordering.");
+    int32_t bad[1] = {3};
+    ck_assert_int_eq(cspmd_shards_layout(keys, dims, sd, sp, 3, bad, 1, 2, 1), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_shards_layout(keys, dims, sd, sp, 3, NULL, 0, -1, 1), CSPMD_ERR_VALUE);
+    ck_assert_int_eq(cspmd_shards_layout(keys, dims, sd, sp, -1, NULL, 0, 2, 1), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(sd[0], 9);
+}
+END_TEST
+
 Suite *suite_shard_spec(void)
 {
     Suite *s = suite_create("shard_spec");
@@ -90,6 +151,8 @@ Suite *suite_shard_spec(void)
     tcase_add_test(tc, test_one_axis_per_dim);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_reports_the_first_dim_sharded_twice);
+    tcase_add_test(tc, test_layout_by_order);
+    tcase_add_test(tc, test_layout_errors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -241,3 +241,28 @@ def test_partition_spec_empty_and_empty_entries():
 def test_types_pickle_and_copy(value):
     for clone in (pickle.loads(pickle.dumps(value)), copy.copy(value), copy.deepcopy(value)):
         assert clone == value and type(clone) is type(value)
+
+
+@pytest.mark.parametrize("types,ndim,order", [
+    ({"tp": S(0), "dp": S(1), "cp": R}, 2, None),
+    ({"tp": S(0), "dp": S(0)}, 2, ["dp", "tp"]),
+    ({"tp": S(0), "dp": S(0), "cp": S(1), "ep": S(0)}, 3, ["ep", "tp", "dp"]),
+    ({"tp": S(0), "dp": S(0), "cp": S(0)}, 2, ["cp"]),   # unresolved: dp after cp
+    ({"tp": S(1), "dp": S(0), "cp": S(0)}, 2, None),     # unresolved on dim 0
+    ({"tp": S(0), "dp": S(1)}, 2, ["cp", "tp"]),         # cp names no S(d) entry
+])
+def test_shard_types_to_partition_spec_as_reference(types, ndim, order):
+    # The core places the entries (cspmd_shards_layout); axes stay as written.
+    ref = reference.load()
+    ref_fn = reference.load("spmd_types.types").shard_types_to_partition_spec
+    ref_types = {k: ref.S(t.dim) if isinstance(t, S) else getattr(ref, repr(t))
+                 for k, t in types.items()}
+
+    def run(fn, ts):
+        try:
+            return tuple(fn(ts, ndim, axis_order=order))
+        except Exception as e:  # noqa: BLE001 -- the two must raise alike
+            return type(e).__name__, str(e)
+
+    assert run(spmd.shard_types_to_partition_spec, types) == run(
+        ref_fn, ref_types)

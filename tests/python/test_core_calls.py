@@ -44,6 +44,11 @@ def test_outputs_are_returned_and_statuses_raised():
         ops.annotation_merge_check([key, key], [LT.R, LT.V], [-1, -1])
     with pytest.raises(ValueError, match="an axis name must not be empty"):
         ops.axis_key_of_name("")
+    # Outputs inside a run of lists (before its n) come back as lists of n.
+    dims, places = ops.shards_layout([key, tp.id], [0, -1], [1], 2, True)
+    assert (dims, places) == ([0, 1], [0, 0])
+    assert ops.shards_layout([], [], [], 2, True) == ([], [])
+    assert ops.coll_src_as(spmd._codes.COLL.ALL_REDUCE, LT.V) == LT.P
 
 
 def test_bad_arguments_are_refused_before_the_call():

@@ -108,6 +108,11 @@ def _split_tables():
 
 _LTYPES = {t.value: t for t in (R, I, V, P)}
 _SPLIT, _SPLIT_BW_DTYPE = _split_tables()
+# {(op, src ltype): the ltype it is reduced as} where the two differ: the
+# core's cspmd_coll_src_as read once (src=V of a reduction is reinterpreted
+# as P first).
+_SRC_AS = {(op, a): _LTYPES[b] for op in vars(COLL).values() for a in (LT.R, LT.I, LT.V, LT.P)
+           for b in (_ops.coll_src_as(op, a),) if b != a}
 
 
 def _is_noop(op, x, src, dst):
@@ -254,17 +259,21 @@ def _unchanged(fn, x, axis, src, dst):
     return _ops.collective_check_input(x, fn, group, axis_id, lt, dim)
 
 
-def _varying_as_partial(fn, op, x, axis, dst):
-    """A reduction's src=V: its arguments checked first and x's type named
-    under the reduction's own name, as the reference orders them; then V is
-    reinterpreted as P."""
+def _src_as(fn, op, x, axis, src, dst):
+    """(x, src) as the reduction takes them: where the core reduces src as
+    another type (V as P), x is first reinterpreted to it, its arguments
+    checked first and x's type named under the reduction's own name, as
+    the reference orders them."""
+    as_ = _SRC_AS.get((op, src.value)) if src.__class__ is PerMeshAxisLocalSpmdType else None
+    if as_ is None:
+        return x, src
     if not torch.compiler.is_compiling():  # (Dynamo cannot trace calls into _C)
         _check_tensor(x, fn)
         group, axis_id = _group(axis)
         dst_code = _ctype_or_none(dst, 1 << 20) or _ctype(dst, x, fn, "dst")
-        _ops.coll_validate(op, (LT.P, -1), dst_code, False)
-        _ops.collective_check_input(x, fn, group, axis_id, LT.V, -1)
-    return reinterpret(x, axis, src=V, dst=P)
+        _ops.coll_validate(op, (as_.value, -1), dst_code, False)
+        _ops.collective_check_input(x, fn, group, axis_id, src.value, -1)
+    return reinterpret(x, axis, src=src, dst=as_), as_
 
 
 @api_boundary
@@ -280,9 +289,7 @@ def all_reduce(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any, inplace: b
     if inplace and (op_dtype is not None or out_dtype is not None):
         raise ValueError("inplace=True does not support op_dtype or out_dtype: the result is "
                          "written into the input's storage")
-    if src is V:
-        x = _varying_as_partial("all_reduce", COLL.ALL_REDUCE, x, axis, dst)
-        src = P
+    x, src = _src_as("all_reduce", COLL.ALL_REDUCE, x, axis, src, dst)
     return _run("all_reduce", COLL.ALL_REDUCE, x, axis, src, dst, op_dtype=op_dtype,
                 out_dtype=out_dtype, backward_options=backward_options, inplace=inplace)
 
@@ -316,9 +323,7 @@ def reduce_scatter(x: torch.Tensor, axis: Any, *, src: Any = P, dst: Any = V,
 
     >>> y = reduce_scatter(x, tp, src=P, dst=S(0))  # doctest: +SKIP
     """
-    if src is V:
-        x = _varying_as_partial("reduce_scatter", COLL.REDUCE_SCATTER, x, axis, dst)
-        src = P
+    x, src = _src_as("reduce_scatter", COLL.REDUCE_SCATTER, x, axis, src, dst)
     return _run("reduce_scatter", COLL.REDUCE_SCATTER, x, axis, src, dst, dims=(scatter_dim, None),
                 dim_names=("scatter_dim", None), sizes_a=split_sizes, op_dtype=op_dtype,
                 out_dtype=out_dtype,

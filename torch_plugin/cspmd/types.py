@@ -298,10 +298,6 @@ def normalize_dim_sharding(dim_sharding: typing.Any) -> typing.Sequence[str]:
 
 # ---- S(i) <-> PartitionSpec ---------------------------------------------
 
-def _fmt_axis(a):
-    return repr(a)
-
-
 def shard_types_to_partition_spec(types: typing.Mapping[Any, Any], ndim: int,
                                   axis_order: typing.Optional[typing.Sequence[Any]] = None
                                   ) -> "PartitionSpec":
@@ -320,28 +316,16 @@ def shard_types_to_partition_spec(types: typing.Mapping[Any, Any], ndim: int,
     if not isinstance(ndim, int) or isinstance(ndim, bool) or ndim < 0:
         raise TypeError(f"shard_types_to_partition_spec: ndim must be a non-negative int, got "
                         f"{ndim!r}")
-
-    def dim_of(t):
-        d = t.dim + ndim if t.dim < 0 else t.dim
-        if not 0 <= d < ndim:
-            raise SpmdTypeError(f"S({t.dim}) is out of bounds for tensor with ndim={ndim}")
-        return d
-
-    by_dim, done = {}, set()
-    for axis in axis_order or ():
-        t = types.get(axis)
-        if isinstance(t, Shard):
-            by_dim.setdefault(dim_of(t), []).append(axis)
-            done.add(axis)
-    for axis, t in types.items():
-        if isinstance(t, Shard) and axis not in done:
-            axes = by_dim.setdefault(dim_of(t), [])
-            axes.append(axis)
-            if len(axes) > 1:
-                names = ", ".join(_fmt_axis(a) for a in axes)
-                raise SpmdTypeError(f"Tensor dim {dim_of(t)} is sharded on multiple axes "
-                                    f"({names}) but axis_order does not resolve their ordering. "
-                                    "Pass all conflicting axes in axis_order.")
+    # The core places each S(d) entry (cspmd_shards_layout); axis_order is
+    # passed as the indices of the entries it names.
+    shards = [(axis, t.dim) for axis, t in types.items() if isinstance(t, Shard)]
+    index = {axis: i for i, (axis, _) in enumerate(shards)}
+    order = [index.get(axis, -1) for axis in axis_order or ()]
+    dims, places = _ops.shards_layout([axis_key(a) for a, _ in shards], [d for _, d in shards],
+                                      order, ndim, True)
+    by_dim = {}
+    for (axis, _), d, pos in sorted(zip(shards, dims, places), key=lambda e: e[2]):
+        by_dim.setdefault(d, []).append(axis)
     entries = [None] * ndim
     for d, axes in by_dim.items():
         entries[d] = axes[0] if len(axes) == 1 else tuple(axes)
