@@ -1229,6 +1229,19 @@ CSPMD_API cspmd_status_t cspmd_annotation_check_spec(int has_spec, const cspmd_a
                                                      const cspmd_axis_key_t *spec_resolved,
                                                      int nspec);
 
+/* merge_types: the partition specs of several partial types must agree.
+ * Each spec is encoded as [ndim, n0, axes..., n1, axes..., ...] (n_d axes
+ * on dim d), the specs one after another: written holds the axes as
+ * written (keys), resolved the same layout with the axis each key names
+ * in the current mesh (-1 when none; CSPMD_AXIS_TRIVIAL is left out of
+ * the comparison).  Specs agree when they are written alike or name the
+ * same axes on every dim.  SPMD_TYPE "Conflicting PartitionSpecs: <texts>"
+ * otherwise (texts: the specs as the caller shows them); MISUSE for a bad
+ * encoding or NULL.  Changes nothing. */
+CSPMD_API cspmd_status_t cspmd_annotation_specs_check(const cspmd_axis_key_t *written,
+                                                      const cspmd_axis_key_t *resolved, int n,
+                                                      const char *texts);
+
 /* The partition spec that S(d) entries describe, as each entry's place:
  * entry i (keys[i] as written) shards tensor dim dims[i] (negative counts
  * from the end) of a tensor of ndim dims.  order lists entry indices
@@ -1254,6 +1267,39 @@ CSPMD_API cspmd_status_t cspmd_shards_layout(const cspmd_axis_key_t *keys, const
                                              int32_t *spec_dims, int32_t *spec_pos, int n,
                                              const int32_t *order, int norder, int ndim,
                                              int by_order);
+
+/* ===================================================================== */
+/* DTensor placements                                                     */
+/* ===================================================================== */
+
+/* A DTensor placement by its kind: X(NAME, meaning).  Generates the enum
+ * and the Python front's codes (cspmd._codes.PLACEMENT). */
+#define CSPMD_PLACEMENT_LIST(X)                                                     \
+    X(NONE, "no placement given")                                                   \
+    X(REPLICATE, "Replicate()")                                                     \
+    X(SHARD, "Shard(dim)")                                                          \
+    X(PARTIAL, "Partial()")
+
+typedef enum cspmd_placement {
+#define CSPMD_PLACEMENT_ENUM_(name, doc) CSPMD_PLACEMENT_##name,
+    CSPMD_PLACEMENT_LIST(CSPMD_PLACEMENT_ENUM_)
+#undef CSPMD_PLACEMENT_ENUM_
+} cspmd_placement_t;
+
+/* The local type of a DTensor's local tensor on one mesh dim: Replicate is
+ * R when grad_placement is PARTIAL (its gradient is a partial sum), else
+ * I (grad_placement REPLICATE, SHARD or NONE: not given); Shard(d) is V
+ * (S(d): the caller keeps d); Partial is P.  MISUSE for placement NONE
+ * (or outside the list) or NULL.  Thread-safe, no state. */
+CSPMD_API cspmd_status_t cspmd_placement_ltype(cspmd_placement_t placement,
+                                               cspmd_placement_t grad_placement,
+                                               cspmd_ltype_t *ltype);
+/* The DTensor placement of a local type: R and I are Replicate, S(d) (V
+ * with shard_dim >= 0) is Shard(d), P is Partial.  VALUE "Cannot convert
+ * plain Varying to a DTensor placement. ..." for V without a dim; MISUSE
+ * for NONE or NULL.  Thread-safe, no state. */
+CSPMD_API cspmd_status_t cspmd_ltype_placement(cspmd_ltype_t ltype, int32_t shard_dim,
+                                               cspmd_placement_t *placement);
 
 /* ===================================================================== */
 /* The functions the Python front calls                                   */
@@ -1282,7 +1328,8 @@ CSPMD_API cspmd_status_t cspmd_shards_layout(const cspmd_axis_key_t *keys, const
     X(rule_count) X(rule_find) X(shard_rule_find) X(shard_rule_name)                \
     X(coll_noop) X(coll_validate) X(coll_split) X(coll_split_backward_dtype)        \
     X(coll_src_as) X(rules_transition) X(annotation_merge_check)                    \
-    X(annotation_check_spec) X(shards_layout)                                       \
+    X(annotation_check_spec) X(annotation_specs_check) X(shards_layout)             \
+    X(placement_ltype) X(ltype_placement)                                           \
     X(unchecked_code_clear) X(unchecked_code_count)
 
 #ifdef __cplusplus

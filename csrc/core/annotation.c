@@ -154,3 +154,84 @@ cspmd_status_t cspmd_annotation_check_spec(int has_spec, const cspmd_axis_key_t 
     }
     return CSPMD_OK;
 }
+
+/* The end of the spec that starts at enc[p] ([ndim, n0, keys..., n1,
+ * ...]), or -1 when it overruns n or a count is negative. */
+static int64_t spec_end(const cspmd_axis_key_t *enc, int64_t p, int64_t n)
+{
+    if (p >= n || enc[p] < 0 || enc[p] > INT32_MAX)
+        return -1;
+    int64_t ndim = enc[p++];
+    for (int64_t d = 0; d < ndim; d++) {
+        if (p >= n || enc[p] < 0 || enc[p] > n - p - 1)
+            return -1;
+        p += 1 + enc[p];
+    }
+    return p;
+}
+
+/* Spec a (resolved[a..]) and spec b name the same axes on every dim, trivial
+ * axes left out.  *unresolved: an axis compared names no axis (-1). */
+static int specs_same_axes(const cspmd_axis_key_t *r, int64_t a, int64_t b, int *unresolved)
+{
+    if (r[a] != r[b])
+        return 0;
+    int64_t ndim = r[a++];
+    b++;
+    for (int64_t d = 0; d < ndim; d++) {
+        int64_t na = r[a++], nb = r[b++], i = 0, j = 0;
+        for (;;) {
+            while (i < na && r[a + i] == (cspmd_axis_key_t)CSPMD_AXIS_TRIVIAL)
+                i++;
+            while (j < nb && r[b + j] == (cspmd_axis_key_t)CSPMD_AXIS_TRIVIAL)
+                j++;
+            if (i == na || j == nb)
+                break;
+            if (r[a + i] < 0 || r[b + j] < 0) {
+                *unresolved = 1;
+                return 0;
+            }
+            if (r[a + i] != r[b + j])
+                return 0;
+            i++;
+            j++;
+        }
+        if (i != na || j != nb)
+            return 0;
+        a += na;
+        b += nb;
+    }
+    return 1;
+}
+
+cspmd_status_t cspmd_annotation_specs_check(const cspmd_axis_key_t *written,
+                                            const cspmd_axis_key_t *resolved, int n,
+                                            const char *texts)
+{
+    if (n < 0 || (n > 0 && (written == NULL || resolved == NULL)) || texts == NULL)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_annotation_specs_check: bad arguments");
+    for (int64_t p = 0; p < n;) {
+        int64_t e = spec_end(written, p, n);
+        if (e < 0 || spec_end(resolved, p, n) != e || memcmp(written + p, resolved + p, sizeof *written) != 0)
+            return cspmd_error_set(CSPMD_ERR_MISUSE,
+                                   "cspmd_annotation_specs_check: bad spec encoding at %lld",
+                                   (long long)p);
+        p = e;
+    }
+    if (n == 0)
+        return CSPMD_OK;
+    int64_t first_end = spec_end(written, 0, n);
+    int unresolved = 0;
+    for (int64_t p = first_end; p < n;) {
+        int64_t e = spec_end(written, p, n);
+        int same_written = e - p == first_end &&
+                           memcmp(written + p, written, (size_t)first_end * sizeof *written) == 0;
+        if (!same_written && !specs_same_axes(resolved, 0, p, &unresolved))
+            return cspmd_error_set(CSPMD_ERR_SPMD_TYPE, "Conflicting PartitionSpecs: %s%s", texts,
+                                   unresolved ? " (an axis name that the current mesh does not "
+                                                "resolve cannot be compared)"
+                                              : "");
+        p = e;
+    }
+    return CSPMD_OK;
+}

@@ -423,7 +423,7 @@ void error_raise(int64_t st, const std::string &msg, const std::string &op,
 
 // The core's enum lists (cspmd.h's X-macros) as (names, values), so the
 // Python front spells no number: "STATUS_ERR_VALUE", "LT_R", "COLL_CONVERT",
-// "TYPE_UNTYPED".
+// "PLACEMENT_SHARD", "TYPE_UNTYPED".
 std::tuple<std::vector<std::string>, std::vector<int64_t>> codes() {
     std::vector<std::string> names;
     std::vector<int64_t> values;
@@ -444,6 +444,11 @@ std::tuple<std::vector<std::string>, std::vector<int64_t>> codes() {
     values.push_back(CSPMD_DTYPE_FROM_##name);
     CSPMD_DTYPE_SOURCE_LIST(CSPMD_CODE_DTSRC_)
 #undef CSPMD_CODE_DTSRC_
+#define CSPMD_CODE_PLACE_(name, doc)                                                          \
+    names.push_back("PLACEMENT_" #name);                                                          \
+    values.push_back(CSPMD_PLACEMENT_##name);
+    CSPMD_PLACEMENT_LIST(CSPMD_CODE_PLACE_)
+#undef CSPMD_CODE_PLACE_
     names.insert(names.end(), {"TYPE_UNTYPED", "TYPE_EMPTY"});
     values.insert(values.end(), {CSPMD_TYPE_UNTYPED, CSPMD_TYPE_EMPTY});
 #undef CSPMD_CODE_STATUS_

@@ -12,6 +12,7 @@ int main(void)
     srunner_add_suite(sr, suite_view_rules());
     srunner_add_suite(sr, suite_shard_spec());
     srunner_add_suite(sr, suite_annotation());
+    srunner_add_suite(sr, suite_placement());
     srunner_add_suite(sr, suite_type());
     srunner_add_suite(sr, suite_mesh());
     srunner_run_all(sr, CK_NORMAL);

@@ -16,6 +16,7 @@ Suite *suite_type_carry(void);
 Suite *suite_view_rules(void);
 Suite *suite_shard_spec(void);
 Suite *suite_annotation(void);
+Suite *suite_placement(void);
 Suite *suite_global(void);
 Suite *suite_redistribute_plan(void);
 Suite *suite_error_context(void);

@@ -1,5 +1,7 @@
 /* Annotations as written (annotation.c): name keys, merge_types' conflict
  * check, and a local type given with a partition spec. */
+#include <string.h>
+
 #include "cspmd.h"
 #include "suites.h"
 
@@ -113,6 +115,40 @@ START_TEST(test_spec_axes_must_be_varying)
 }
 END_TEST
 
+START_TEST(test_specs_agree)
+{
+    cspmd_axis_key_t tp;
+    ck_assert_int_eq(cspmd_axis_key_of_name("tp", &tp), CSPMD_OK);
+    cspmd_axis_key_t T = CSPMD_AXIS_TRIVIAL;
+    /* PartitionSpec('tp', None) and PartitionSpec((TP, trivial), None):
+     * written apart, the same axes once resolved. */
+    cspmd_axis_key_t w[] = {2, 1, tp, 0, 2, 2, TP, T, 0};
+    cspmd_axis_key_t r[] = {2, 1, TP, 0, 2, 2, TP, T, 0};
+    ck_assert_int_eq(cspmd_annotation_specs_check(w, r, 9, "A and B"), CSPMD_OK);
+    /* Written alike: no resolution needed. */
+    cspmd_axis_key_t w2[] = {1, 1, tp, 1, 1, tp};
+    cspmd_axis_key_t r2[] = {1, 1, -1, 1, 1, -1};
+    ck_assert_int_eq(cspmd_annotation_specs_check(w2, r2, 6, "A and B"), CSPMD_OK);
+    ck_assert_int_eq(cspmd_annotation_specs_check(w2, r2, 0, ""), CSPMD_OK);
+    /* Different axes, different ranks, an unresolved name. */
+    cspmd_axis_key_t w3[] = {1, 1, TP, 1, 1, DP};
+    ck_assert_int_eq(cspmd_annotation_specs_check(w3, w3, 6, "PartitionSpec(tp) and X"),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "Conflicting PartitionSpecs: PartitionSpec(tp) and X");
+    cspmd_axis_key_t w4[] = {1, 1, TP, 2, 1, TP, 0};
+    ck_assert_int_eq(cspmd_annotation_specs_check(w4, w4, 7, "A and B"), CSPMD_ERR_SPMD_TYPE);
+    cspmd_axis_key_t w5[] = {1, 1, TP, 1, 1, tp};
+    cspmd_axis_key_t r5[] = {1, 1, TP, 1, 1, -1};
+    ck_assert_int_eq(cspmd_annotation_specs_check(w5, r5, 6, "A and B"), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "cannot be compared"));
+    /* Bad encodings. */
+    cspmd_axis_key_t bad[] = {1, 5, TP};
+    ck_assert_int_eq(cspmd_annotation_specs_check(bad, bad, 3, ""), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_annotation_specs_check(w, r, 8, ""), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_annotation_specs_check(w, r, 9, NULL), CSPMD_ERR_MISUSE);
+}
+END_TEST
+
 Suite *suite_annotation(void)
 {
     Suite *s = suite_create("annotation");
@@ -121,6 +157,7 @@ Suite *suite_annotation(void)
     tcase_add_test(tc, test_name_keys);
     tcase_add_test(tc, test_merge_conflicts);
     tcase_add_test(tc, test_spec_axes_must_be_varying);
+    tcase_add_test(tc, test_specs_agree);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -74,6 +74,23 @@ def test_conflicts_and_spec_axes_are_decided_by_the_core(mesh):
         SpmdType({TP: S(0)}, PartitionSpec(None))
 
 
+def test_partition_specs_agree_as_the_core_compares_them(mesh):
+    # cspmd_annotation_specs_check: written alike, or the same axes once
+    # the mesh resolves names (trivial axes left out).
+    one = spmd.MeshAxis.of(1, 1)
+    assert spmd.merge_types(PartitionSpec("tp"), PartitionSpec("tp")).partition_spec == (
+        PartitionSpec("tp"))  # no mesh needed
+    with spmd.set_current_mesh(mesh):
+        tp = spmd.normalize_axis("tp")
+        merged = spmd.merge_types(PartitionSpec("tp", None), PartitionSpec((tp, one), None))
+        assert merged.partition_spec == PartitionSpec("tp", None)  # the first, as written
+        with pytest.raises(spmd.SpmdTypeError, match=r"Conflicting PartitionSpecs: "
+                           r"PartitionSpec\(tp\) and PartitionSpec\(None, tp\)"):
+            spmd.merge_types(PartitionSpec("tp"), PartitionSpec(None, "tp"))
+    with pytest.raises(spmd.SpmdTypeError, match="cannot be compared"):
+        spmd.merge_types(PartitionSpec("tp"), PartitionSpec(TP))  # no mesh resolves 'tp'
+
+
 def test_process_group_keys_are_their_axis(mesh):
     tp_group = mesh.get_group("tp")
     tp = spmd.MeshAxis.of(tp_group)

@@ -10,7 +10,7 @@ import types as _types
 
 from ._lib import ops
 
-__all__ = ["STATUS", "LT", "COLL", "DTSRC", "TYPE", "status_name"]
+__all__ = ["STATUS", "LT", "COLL", "DTSRC", "PLACEMENT", "TYPE", "status_name"]
 
 
 def _groups():
@@ -31,6 +31,8 @@ COLL = _types.SimpleNamespace(**_all["COLL"])
 """``COLL.ALL_REDUCE``, ... (cspmd_coll_t)."""
 DTSRC = _types.SimpleNamespace(**_all["DTSRC"])
 """``DTSRC.NONE``, ``DTSRC.BACKWARD``, ``DTSRC.OP``, ``DTSRC.INPUT`` (cspmd_dtype_source_t)."""
+PLACEMENT = _types.SimpleNamespace(**_all["PLACEMENT"])
+"""``PLACEMENT.NONE``, ``PLACEMENT.REPLICATE``, ``PLACEMENT.SHARD``, ``PLACEMENT.PARTIAL`` (cspmd_placement_t)."""
 TYPE = _types.SimpleNamespace(**_all["TYPE"])
 """``TYPE.UNTYPED`` (no type attribute) and ``TYPE.EMPTY`` (``{}``)."""
 _STATUS_NAMES = {v: "CSPMD_" + k for k, v in _all["STATUS"].items()}

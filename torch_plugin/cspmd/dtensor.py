@@ -11,10 +11,12 @@ from typing import Any
 
 import torch
 
+from ._codes import LT, PLACEMENT
+from ._lib import ops as _ops
 from .checker import _register_patch, is_type_checking, no_typecheck
 from .mesh import MeshAxis
-from .types import (DimSharding, I, P, R, S, Shard, TensorSharding, V,  # noqa: F401
-                    _normalize_dim_sharding)
+from .types import (DimSharding, I, P, PerMeshAxisLocalSpmdType, R, S, Shard,  # noqa: F401
+                    TensorSharding, V, _normalize_dim_sharding)
 
 __all__ = ["dtensor_placement_to_spmd_type", "spmd_type_to_dtensor_placement",
            "spmd_redistribute", "TensorSharding", "DimSharding"]
@@ -28,6 +30,36 @@ def _placements():
     return Replicate, DtShard, Partial
 
 
+def _placement_code(placement):
+    """The core's code for a DTensor placement's kind; PLACEMENT.NONE for what
+    is not one."""
+    Replicate, DtShard, Partial = _placements()
+    for cls, code in ((Replicate, PLACEMENT.REPLICATE), (DtShard, PLACEMENT.SHARD),
+                      (Partial, PLACEMENT.PARTIAL)):
+        if isinstance(placement, cls):
+            return code
+    return PLACEMENT.NONE
+
+
+# The core's answers, read once (plain lookups): the local type of each
+# (placement, grad placement) kind, and the placement kind of each local
+# type (V needs a dim: asked per call, where the core raises for plain V).
+_PLACE_CODES = (PLACEMENT.NONE, PLACEMENT.REPLICATE, PLACEMENT.SHARD, PLACEMENT.PARTIAL)
+_LTYPE_OF = {(p, g): _ops.placement_ltype(p, g) for p in _PLACE_CODES[1:] for g in _PLACE_CODES}
+_PLACEMENT_OF = {lt: _ops.ltype_placement(lt, -1) for lt in (LT.R, LT.I, LT.P)}
+_BY_LTYPE = {t.value: t for t in (R, I, V, P)}
+
+
+def _spmd_type(placement, grad_placement):
+    """The local type of ``placement`` (S(d) for a Shard), as the core maps it."""
+    code = _placement_code(placement)
+    if code == PLACEMENT.NONE:
+        raise ValueError(f"dtensor_placement_to_spmd_type: unknown DTensor placement "
+                         f"{placement!r}")
+    t = _BY_LTYPE[_LTYPE_OF[code, _placement_code(grad_placement)]]
+    return S(placement.dim) if code == PLACEMENT.SHARD else t
+
+
 def dtensor_placement_to_spmd_type(placement: Any, grad_placement: Any = None) -> Any:
     """The cspmd type of a DTensor placement: Replicate -> R if
     ``grad_placement`` is Partial, else I; Shard(d) -> S(d); Partial -> P.
@@ -36,14 +68,7 @@ def dtensor_placement_to_spmd_type(placement: Any, grad_placement: Any = None) -
     >>> dtensor_placement_to_spmd_type(Replicate()), dtensor_placement_to_spmd_type(Replicate(), Partial())
     (I, R)
     """
-    Replicate, DtShard, Partial = _placements()
-    if isinstance(placement, Replicate):
-        return R if isinstance(grad_placement, Partial) else I
-    if isinstance(placement, DtShard):
-        return S(placement.dim)
-    if isinstance(placement, Partial):
-        return P
-    raise ValueError(f"dtensor_placement_to_spmd_type: unknown DTensor placement {placement!r}")
+    return _spmd_type(placement, grad_placement)
 
 
 def spmd_type_to_dtensor_placement(spmd_type: Any) -> Any:
@@ -55,27 +80,28 @@ def spmd_type_to_dtensor_placement(spmd_type: Any) -> Any:
     """
     Replicate, DtShard, Partial = _placements()
     t = spmd_type
-    if t is R or t is I:
-        return Replicate()
     if isinstance(t, Shard):
+        code = _ops.ltype_placement(LT.V, max(t.dim, 0))
+    elif t.__class__ is PerMeshAxisLocalSpmdType:
+        code = _PLACEMENT_OF.get(t.value)
+        if code is None:
+            code = _ops.ltype_placement(t.value, -1)  # raises: plain V has no placement
+    else:
+        raise ValueError(f"spmd_type_to_dtensor_placement: expected R, I, V, P or S(i), got "
+                         f"{t!r}")
+    if code == PLACEMENT.SHARD:
         return DtShard(t.dim)
-    if t is P:
-        return Partial()
-    if t is V:
-        raise ValueError("Cannot convert plain Varying to a DTensor placement. Use S(dim) to "
-                         "specify which tensor dimension is sharded.")
-    raise ValueError(f"spmd_type_to_dtensor_placement: expected R, I, V, P or S(i), got {t!r}")
+    return Replicate() if code == PLACEMENT.REPLICATE else Partial()
 
 
 def _local_type_of(mesh, placements, grad_placements):
-    """``{MeshAxis: R|I|V|P}`` of a DTensor's local tensor."""
+    """``{MeshAxis: R|I|V|P}`` of a DTensor's local tensor (no grad
+    placements: none given, as the core reads it)."""
     if grad_placements is None:
-        _, _, Partial = _placements()
-        from torch.distributed.tensor import Replicate
-        grad_placements = [Replicate() if isinstance(p, Partial) else p for p in placements]
+        grad_placements = [None] * len(placements)
     out = {}
     for i, (p, g) in enumerate(zip(placements, grad_placements)):
-        t = dtensor_placement_to_spmd_type(p, g)
+        t = _spmd_type(p, g)
         out[MeshAxis.of(mesh.get_group(i))] = V if isinstance(t, Shard) else t
     return out
 

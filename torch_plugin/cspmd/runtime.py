@@ -22,8 +22,8 @@ from ._type_ids import _type_id, type_to_dict
 from .checker import _describe, _grad_prehook
 from .mesh import MeshAxis, current_mesh, normalize_axis, set_dist
 from .scalar import Scalar
-from .types import (I, PartitionSpec, PerMeshAxisLocalSpmdType, R, Shard, SpmdType, axis_key,
-                    ltype_code, normalize_partition_spec, to_local_type)
+from .types import (I, PartitionSpec, PerMeshAxisLocalSpmdType, R, Shard, SpmdType, _resolved_key,
+                    axis_key, ltype_code, normalize_partition_spec, to_local_type)
 
 _TensorOrSequence = Union[torch.Tensor, List[torch.Tensor], Tuple[torch.Tensor, ...]]
 
@@ -108,9 +108,19 @@ def merge_types(*types: Any) -> SpmdType:
             dims.append(typ.dim if isinstance(typ, Shard) else -1)
         ops.annotation_merge_check(keys, ltypes, dims)
         local_type.update(arg)
-    if any(sp != specs[0] for sp in specs) and (
-            len({normalize_partition_spec(sp) for sp in specs}) > 1):
-        raise SpmdTypeError(f"Conflicting PartitionSpecs: {' and '.join(map(repr, specs))}")
+    if len(specs) > 1:
+        # The core compares them, as written and as the current mesh resolves them.
+        written, resolved = [], []
+        for sp in specs:
+            written.append(len(sp))
+            resolved.append(len(sp))
+            for entry in sp:
+                axes = () if entry is None else entry if isinstance(entry, tuple) else (entry,)
+                written.append(len(axes))
+                resolved.append(len(axes))
+                written.extend(axis_key(a) for a in axes)
+                resolved.extend(_resolved_key(a) for a in axes)
+        ops.annotation_specs_check(written, resolved, " and ".join(map(repr, specs)))
     spec = specs[0] if specs else None
     if default is not None:
         mesh = current_mesh()
