@@ -1067,6 +1067,16 @@ CSPMD_API cspmd_status_t cspmd_redistribute_plan(cspmd_type_t cur, cspmd_type_t 
                                                  int ndim, cspmd_redist_step_t *steps, int cap,
                                                  int *nsteps);
 
+/* The type that redistribute_spec's src_partition_spec claims for a tensor
+ * of type cur: cur's local types with every axis of spec V (an axis cur
+ * lacks is added as V), and that spec (encoded [ndim, n0, axes..., n1,
+ * ...]; n == 0: no spec).  cspmd_redistribute_plan then requires it to
+ * equal cur.  Errors: SPMD_TYPE (cur untyped, as the planner words it, or
+ * a spec cspmd_type_make refuses), VALUE (more than CSPMD_MAX_DIMS dims),
+ * MISUSE (a malformed encoding).  On error *out is untouched. */
+CSPMD_API cspmd_status_t cspmd_redistribute_src(cspmd_type_t cur, const int64_t *spec, int n,
+                                                cspmd_type_t *out);
+
 /* ===================================================================== */
 /* Raw torch.distributed collectives                                      */
 /* ===================================================================== */
@@ -1329,7 +1339,7 @@ CSPMD_API cspmd_status_t cspmd_ltype_placement(cspmd_ltype_t ltype, int32_t shar
     X(coll_noop) X(coll_validate) X(coll_split) X(coll_split_backward_dtype)        \
     X(coll_src_as) X(rules_transition) X(annotation_merge_check)                    \
     X(annotation_check_spec) X(annotation_specs_check) X(shards_layout)             \
-    X(placement_ltype) X(ltype_placement)                                           \
+    X(placement_ltype) X(ltype_placement) X(redistribute_src)                       \
     X(unchecked_code_clear) X(unchecked_code_count)
 
 #ifdef __cplusplus

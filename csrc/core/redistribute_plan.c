@@ -257,3 +257,54 @@ cspmd_status_t cspmd_redistribute_plan(cspmd_type_t cur, cspmd_type_t src, cspmd
                                "cspmd_redistribute_plan: %d steps, room for %d", p.n, cap);
     return CSPMD_OK;
 }
+
+cspmd_status_t cspmd_redistribute_src(cspmd_type_t cur, const int64_t *spec, int n,
+                                      cspmd_type_t *out)
+{
+    if (cur == CSPMD_TYPE_UNTYPED || cur == CSPMD_TYPE_EMPTY)
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "redistribute_spec: the tensor has no SPMD type to plan from "
+                               "(annotate it with assert_type)");
+    if (out == NULL || n < 0 || (n > 0 && spec == NULL) || !cspmdi_type_valid(cur))
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_redistribute_src: bad arguments");
+    cspmd_spec_t s;
+    memset(&s, 0, sizeof s);
+    s.ndim = -1;
+    if (n > 0) {
+        int k = 0;
+        int64_t nd = spec[k++];
+        if (nd < 0 || nd > CSPMD_MAX_DIMS)
+            return cspmd_error_set(CSPMD_ERR_VALUE,
+                                   "cspmd: partition specs support at most %d tensor dims",
+                                   CSPMD_MAX_DIMS);
+        s.ndim = (int8_t)nd;
+        for (int64_t d = 0; d < nd; d++) {
+            int64_t m = k < n ? spec[k++] : -1;
+            if (m < 0 || m > CSPMD_MAX_AXES || m > n - k)
+                return cspmd_error_set(CSPMD_ERR_MISUSE,
+                                       "cspmd_redistribute_src: malformed spec encoding");
+            s.nentry[d] = (uint8_t)m;
+            for (int64_t j = 0; j < m; j++) {
+                if (spec[k] < 0 || spec[k] > UINT32_MAX)
+                    return cspmd_error_set(CSPMD_ERR_MISUSE,
+                                           "cspmd_redistribute_src: axis id out of range");
+                s.entry[d][j] = (cspmd_axis_t)spec[k++];
+            }
+        }
+        if (k != n)
+            return cspmd_error_set(CSPMD_ERR_MISUSE,
+                                   "cspmd_redistribute_src: malformed spec encoding");
+    }
+    /* The tensor's local types, with every axis the spec names V: the
+     * type that src_partition_spec claims, for the planner to compare
+     * with the tensor's own. */
+    cspmd_axis_t axes[CSPMD_MAX_AXES];
+    cspmd_ltype_t lt[CSPMD_MAX_AXES];
+    int na = cspmdi_type_axes(cur, axes, lt);
+    for (int i = 0; i < na; i++)
+        for (int d = 0; d < s.ndim; d++)
+            for (int j = 0; j < s.nentry[d]; j++)
+                if (s.entry[d][j] == axes[i])
+                    lt[i] = CSPMD_LT_V;
+    return cspmd_type_make(axes, lt, na, s.ndim >= 0 ? &s : NULL, out);
+}

@@ -160,6 +160,37 @@ START_TEST(test_refusals)
 }
 END_TEST
 
+/* The src a caller's src_partition_spec claims: the tensor's local types,
+ * the spec's axes V, with that spec. */
+START_TEST(test_src_of_a_spec)
+{
+    cspmd_type_t cur = T(LR, LR, "", "");
+    int64_t spec_t0[] = {2, 1, TP, 0};
+    cspmd_type_t src = 0;
+    ck_assert_int_eq(cspmd_redistribute_src(cur, spec_t0, 4, &src), CSPMD_OK);
+    ck_assert_uint_eq(src, T(LR, LV, "t", ""));
+    ck_assert_int_eq(cspmd_redistribute_src(cur, NULL, 0, &src), CSPMD_OK); /* no spec */
+    ck_assert_uint_eq(src, cur);
+    int64_t spec_dt[] = {2, 2, DP, TP, 0};
+    ck_assert_int_eq(cspmd_redistribute_src(T(LR, LV, "t", ""), spec_dt, 5, &src), CSPMD_OK);
+    ck_assert_uint_eq(src, T(LV, LV, "dt", ""));
+    /* An axis the tensor lacks is added as V (as cspmd_type_make adds it). */
+    ck_assert_int_eq(cspmd_redistribute_src(T(NONE, LR, "", ""), spec_dt, 5, &src), CSPMD_OK);
+    ck_assert_uint_eq(src, T(LV, LV, "dt", ""));
+    cspmd_type_t before = src;
+    ck_assert_int_eq(cspmd_redistribute_src(CSPMD_TYPE_UNTYPED, spec_t0, 4, &src),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "has no SPMD type"));
+    int64_t bad[] = {2, 3, TP};
+    ck_assert_int_eq(cspmd_redistribute_src(cur, bad, 3, &src), CSPMD_ERR_MISUSE);
+    int64_t long_[] = {1, 0, 7};
+    ck_assert_int_eq(cspmd_redistribute_src(cur, long_, 3, &src), CSPMD_ERR_MISUSE);
+    int64_t deep[] = {CSPMD_MAX_DIMS + 1};
+    ck_assert_int_eq(cspmd_redistribute_src(cur, deep, 1, &src), CSPMD_ERR_VALUE);
+    ck_assert_uint_eq(src, before); /* untouched on error */
+}
+END_TEST
+
 Suite *suite_redistribute_plan(void)
 {
     Suite *s = suite_create("redistribute_plan");
@@ -168,6 +199,7 @@ Suite *suite_redistribute_plan(void)
     tcase_add_test(tc, test_single_axis_routes);
     tcase_add_test(tc, test_two_axes_and_the_innermost_rule);
     tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_src_of_a_spec);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -14,13 +14,12 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from ._errors import SpmdTypeError
 from ._lib import ops
 from ._codes import COLL
 from ._traceback import api_boundary
-from ._type_ids import _type_id, type_to_dict
+from ._type_ids import _spec_encoding, _type_id
 from . import collectives as _c
-from .mesh import MeshAxis, normalize_axis
+from .mesh import MeshAxis
 from .types import PartitionSpec, Shard, V, ltype_of
 
 __all__ = ["redistribute_spec"]
@@ -48,18 +47,10 @@ def plan(x: torch.Tensor, src_partition_spec: Optional[PartitionSpec],
             raise TypeError(f"redistribute_spec: {name} must be a PartitionSpec or None, got "
                             f"{type(spec).__name__}")
     cur = ops.get_type(x)
-    if cur == 0:
-        raise SpmdTypeError("redistribute_spec: the tensor has no SPMD type to plan from "
-                            "(annotate it with assert_type)")
     nd = x.dim()
-    src_dict = type_to_dict(cur)
-    named = set()
-    for entry in src_partition_spec or ():
-        for a in (entry if isinstance(entry, tuple) else () if entry is None else (entry,)):
-            named.add(a)
-    named = {normalize_axis(a) for a in named}
-    src_dict = {a: (V if a in named else t) for a, t in src_dict.items()}
-    src = _type_id(src_dict, nd, src_partition_spec)
+    # The core reads the tensor's type with src_partition_spec's axes V
+    # (cspmd_redistribute_src) for the planner to compare with the tensor.
+    src = ops.redistribute_src(cur, _spec_encoding(src_partition_spec, nd))
     for a, t in (dst_types or {}).items():
         if isinstance(t, Shard) or t is V:
             raise ValueError(f"redistribute_spec: dst_types gives {t!r} on axis {a!r}; say "
