@@ -44,7 +44,7 @@ constexpr bool is_out_v = std::is_pointer_v<T> && !std::is_const_v<std::remove_p
 template <class T> constexpr bool is_ctype_v = std::is_same_v<T, cspmd_ctype_t>;
 
 // Where a C parameter's value is held while the call is made (an output
-// inside a run is a list: held as a vector, see CoreCall::Held).
+// inside a run is a list: held as a vector, see CoreCall::HeldAt).
 template <class T>
 using HeldOne = std::conditional_t<
     is_text_v<T>, std::string,
