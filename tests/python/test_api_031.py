@@ -283,3 +283,16 @@ def test_shard_types_to_partition_spec_as_reference(types, ndim, order):
 
     assert run(spmd.shard_types_to_partition_spec, types) == run(
         ref_fn, ref_types)
+
+
+def test_repeated_axis_order_entry_counts_once():
+    # docs/differences.md: the reference places a repeated axis twice.
+    types = {"tp": S(0), "dp": S(0)}
+    spec = spmd.shard_types_to_partition_spec(types, 2, axis_order=["tp", "tp", "dp"])
+    assert tuple(spec) == (("tp", "dp"), None)
+    ref = reference.load()
+    ref_fn = reference.load("spmd_types.types").shard_types_to_partition_spec
+    ref_spec = ref_fn({"tp": ref.S(0), "dp": ref.S(0)}, 2, axis_order=["tp", "tp", "dp"])
+    assert tuple(ref_spec) == (("tp", "tp", "dp"), None)
+    with pytest.raises(spmd.SpmdTypeError, match=r"multiple axes \('dp', 'tp'\)"):
+        spmd.shard_types_to_partition_spec(types, 2, axis_order=["dp", "dp"])
