@@ -60,3 +60,21 @@ class OpenRegions:
 
     def _apply(self, frame):
         raise NotImplementedError
+
+
+def run_every_step(steps):
+    """Run each of ``steps`` (idempotent callables) even when one before it
+    raises; a step that raises runs once more (an interrupt lands once).
+    The first error is raised at the end."""
+    error = None
+    for step in steps:
+        try:
+            step()
+        except BaseException as e:  # noqa: B036 -- re-raised below
+            error = error or e
+            try:
+                step()
+            except BaseException:  # noqa: B036 -- the first error is raised
+                pass
+    if error is not None:
+        raise error

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator, Literal, Optional, TypeVar, overload
 import torch
 
 from ._lib import ops
-from ._open_regions import OpenRegions
+from ._open_regions import OpenRegions, run_every_step
 
 __all__ = ["typecheck", "no_typecheck", "is_type_checking", "local_map", "TYPE_CHECKING",
            "SpmdTypeMode"]
@@ -291,18 +291,7 @@ def _switch(on):
     raised at the end, with the patches in place or gone."""
     steps = [lambda: _autograd_patch(on)]
     steps += [on_fn if on else off_fn for on_fn, off_fn in _patch_hooks]
-    error = None
-    for step in steps:
-        try:
-            step()
-        except BaseException as e:  # noqa: B036 -- re-raised below
-            error = error or e
-            try:
-                step()
-            except BaseException:  # noqa: B036 -- the first error is raised
-                pass
-    if error is not None:
-        raise error
+    run_every_step(steps)
 
 
 def _patch_acquire(frame):

@@ -77,24 +77,14 @@ def _teardown():
     interrupt lands once): the first error is raised at the end."""
     import torch.distributed as dist
 
+    from ._open_regions import run_every_step
     from .mesh import _reset_names
 
     def destroy():
         if dist.is_initialized():
             dist.destroy_process_group()
 
-    error = None
-    for step in (destroy, _reset_names):
-        try:
-            step()
-        except BaseException as e:  # noqa: B036 -- re-raised below
-            error = error or e
-            try:
-                step()
-            except BaseException:  # noqa: B036 -- the first error is raised
-                pass
-    if error is not None:
-        raise error
+    run_every_step((destroy, _reset_names))
 
 
 @contextlib.contextmanager
