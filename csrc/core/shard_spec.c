@@ -27,6 +27,19 @@ static int order_rank(int i, const int32_t *order, int norder)
     return -1;
 }
 
+/* The entry at rank r of placement order (r < norder + n): order's entries
+ * first, each at its first place, then the entries order does not name;
+ * -1 where rank r holds none (a repeat or a negative index in order). */
+static int entry_at_rank(int64_t r, const int32_t *order, int norder)
+{
+    if (r < norder) {
+        int i = order[r];
+        return i >= 0 && order_rank(i, order, norder) == r ? i : -1;
+    }
+    int i = (int)(r - norder);
+    return order_rank(i, order, norder) >= 0 ? -1 : i;
+}
+
 /* Entry i's rank in placement order: its first place in order, else
  * norder + i. */
 static int64_t rank_of(int i, const int32_t *order, int norder)
@@ -50,16 +63,9 @@ static void names_on_dim(cspmdi_text_t *t, const cspmd_axis_key_t *keys, const i
 {
     int debug = cspmd_axis_print_debug(), count = 0;
     for (int64_t r = 0; r < (int64_t)norder + n; r++) {
-        int i;
-        if (r < norder) {
-            i = order[r];
-            if (i < 0 || order_rank(i, order, norder) != r)
-                continue;
-        } else {
-            i = (int)(r - norder);
-            if (order_rank(i, order, norder) >= 0)
-                continue;
-        }
+        int i = entry_at_rank(r, order, norder);
+        if (i < 0)
+            continue;
         if ((below >= 0 && r >= below) || skipped(keys, i, by_order) ||
             norm_dim(dims[i], ndim) != d)
             continue;
@@ -124,16 +130,9 @@ static cspmd_status_t check_layout(const cspmd_axis_key_t *keys, const int32_t *
                                    const int32_t *order, int norder, int ndim, int by_order)
 {
     for (int64_t r = 0; r < (int64_t)norder + n; r++) {
-        int i, ordered = r < norder;
-        if (ordered) {
-            i = order[r];
-            if (i < 0 || order_rank(i, order, norder) != r)
-                continue;
-        } else {
-            i = (int)(r - norder);
-            if (order_rank(i, order, norder) >= 0)
-                continue;
-        }
+        int i = entry_at_rank(r, order, norder), ordered = r < norder;
+        if (i < 0)
+            continue;
         if (skipped(keys, i, by_order))
             continue;
         int d = norm_dim(dims[i], ndim);
