@@ -44,11 +44,13 @@ class Block(torch.nn.Module):
     """Pre-LN transformer block: x + Attn(LN(x)), then + MLP(LN(.)).
 
     ``dp``/``tp`` are the process groups of the two mesh axes.  Sizes are the
-    global ones; the tp-sharded dims are divided by the tp size.
+    global ones; the tp-sharded dims are divided by the tp size.  The
+    parameters are drawn on the CPU (the same values everywhere) and moved
+    to ``device``.
     """
 
     def __init__(self, dp, tp, *, sp=False, hidden=32, ffn=64, heads=8, seed=0,
-                 dtype=torch.float32):
+                 dtype=torch.float32, device=None):
         super().__init__()
         self.dp, self.tp, self.sp = dp, tp, sp
         self.tp_size = tp.size()
@@ -65,6 +67,7 @@ class Block(torch.nn.Module):
             with spmd.no_typecheck():
                 t = (torch.full(shape, fill, dtype=dtype) if fill is not None
                      else torch.randn(*shape, generator=g, dtype=dtype) * scale)
+                t = t.to(device) if device is not None else t
             return torch.nn.Parameter(t)
 
         self.ln1_w, self.ln1_b = p(hidden, fill=1.0), p(hidden, fill=0.0)
@@ -132,10 +135,11 @@ class Block(torch.nn.Module):
 
 
 def build_block(dp, tp, *, sp=False, hidden=32, ffn=64, heads=8, seed=0, dtype=torch.float32,
-                annotate=True):
+                device=None, annotate=True):
     """A Block with its parameters annotated (``annotate=False``: left untyped,
     call ``block.annotate()`` later)."""
-    block = Block(dp, tp, sp=sp, hidden=hidden, ffn=ffn, heads=heads, seed=seed, dtype=dtype)
+    block = Block(dp, tp, sp=sp, hidden=hidden, ffn=ffn, heads=heads, seed=seed, dtype=dtype,
+                  device=device)
     return block.annotate() if annotate else block
 
 
@@ -148,6 +152,7 @@ def make_input(block, batch=2, seq=16, seed=1):
     g = torch.Generator().manual_seed(seed)
     with spmd.no_typecheck():
         x = torch.randn(batch, s, block.hidden, generator=g, dtype=block.ln1_w.dtype)
+        x = x.to(block.ln1_w.device)
     return spmd.assert_type(x, block.input_type())
 
 

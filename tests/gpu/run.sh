@@ -2,10 +2,14 @@
 # GPU check for cspmd's collectives (NOT run by CI: it needs a CUDA GPU).
 #
 # Builds cspmd (scripts/setup.sh, or on a GPU machine's image against its
-# own python3 with torch, meson and ninja), then runs tests/gpu/nccl_check.py on one
-# CUDA GPU with NCCL, world size 1: every collective and conversion on CUDA
-# tensors (values and gradients against the world-size-1 expectation), and a
-# timing of spmd.all_reduce against the raw functional collective.
+# own python3 with torch, meson and ninja), then on one CUDA GPU runs
+# - tests/gpu/nccl_check.py, NCCL with world size 1: every collective and
+#   conversion on CUDA tensors (values and gradients against the world-size-1
+#   expectation), and a timing of spmd.all_reduce against the raw functional
+#   collective;
+# - tests/gpu/cuda_training_check.py, the fake process group with CUDA
+#   tensors: the training-loop corpus, global-mode attention through CUDA's
+#   attention kernels, and per-op overhead on CUDA tensors.
 # Exits non-zero, loudly, if CUDA or NCCL is unavailable or any check fails.
 #
 #   bash tests/gpu/run.sh            # build + check
@@ -35,4 +39,7 @@ fi
 
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
 # tcp://127.0.0.1:29533 is used by the script; fail fast rather than hang.
-exec timeout "${GPU_CHECK_TIMEOUT:-300}" python tests/gpu/nccl_check.py "$@"
+rc=0
+timeout "${GPU_CHECK_TIMEOUT:-300}" python tests/gpu/nccl_check.py "$@" || rc=$?
+timeout "${GPU_CHECK_TIMEOUT:-300}" python tests/gpu/cuda_training_check.py || rc=$?
+exit $rc

@@ -39,6 +39,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from megatron_block import Block, loss_of, make_input  # noqa: E402
 
 STEPS = 3
+# Where the loops run: CPU here and in CI; tests/gpu/run.sh sets "cuda".
+DEVICE = torch.device(os.environ.get("CSPMD_TEST_DEVICE", "cpu"))
 
 
 def site(loop, bug):
@@ -59,14 +61,14 @@ def data(*shape, seed, dtype=torch.float32):
     """This rank's data for ``seed`` (ranks hold different data)."""
     g = torch.Generator().manual_seed(1000 * seed + rank())
     with spmd.no_typecheck():
-        return torch.randn(*shape, generator=g, dtype=dtype)
+        return torch.randn(*shape, generator=g, dtype=dtype).to(DEVICE)
 
 
 def param(*shape, seed, scale=0.3):
     """A parameter with the same values on every rank."""
     g = torch.Generator().manual_seed(seed)
     with spmd.no_typecheck():
-        return torch.nn.Parameter(torch.randn(*shape, generator=g) * scale)
+        return torch.nn.Parameter((torch.randn(*shape, generator=g) * scale).to(DEVICE))
 
 
 def checking(mesh, checked):
@@ -165,7 +167,8 @@ def replicated_on_tp(block, name):
 def tp_sp_block(mesh, bug=None, checked=True, steps=STEPS):
     dp, tp = (mesh.get_group(n) for n in mesh.mesh_dim_names)
     with checking(mesh, checked):
-        block = Block(dp, tp, sp=True, hidden=16, ffn=32, heads=4, seed=0).annotate()
+        block = Block(dp, tp, sp=True, hidden=16, ffn=32, heads=4, seed=0,
+                      device=DEVICE).annotate()
         params = list(block.parameters())
         opt = torch.optim.AdamW(params, lr=1e-2, fused=True)
         losses = []
@@ -216,7 +219,7 @@ def ckpt_amp_accum(mesh, bug=None, checked=True, steps=STEPS, micro=3):
             micro_losses = []
             for m in range(micro):
                 x = spmd.assert_type(data(4, 8, seed=100 + 10 * step + m), {dp: V})
-                with torch.autocast("cpu", dtype=torch.bfloat16):
+                with torch.autocast(DEVICE.type, dtype=torch.bfloat16):
                     y = cp.checkpoint(layer, x, use_reentrant=False)
                     loss = y.float().square().mean() / micro
                 loss = spmd.reinterpret(loss, dp, src=V, dst=P)
@@ -298,7 +301,7 @@ def pipeline(mesh, link, bug=None, checked=True, steps=STEPS):
                     y = torch.tanh(x @ w[0])
                     link.send(y)
                 if 1 in link.stages:
-                    h = link.recv(torch.empty(4, 8))
+                    h = link.recv(torch.empty(4, 8, device=DEVICE))
                     h = spmd.assert_type(h.requires_grad_(), {dp: V})
                     try:
                         z = torch.tanh(h @ w[1])
@@ -308,7 +311,7 @@ def pipeline(mesh, link, bug=None, checked=True, steps=STEPS):
                         loss.backward()
                         losses.append(loss)
                     finally:   # the other stage waits for a gradient either way
-                        link.send(h.grad if h.grad is not None else torch.zeros(4, 8))
+                        link.send(h.grad if h.grad is not None else torch.zeros(4, 8, device=DEVICE))
                 if 0 in link.stages:
                     g = link.recv(y)
                     if bug == "reduce_received_gradient":
