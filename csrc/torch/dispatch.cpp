@@ -7,6 +7,9 @@
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/library.h>
 
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -361,20 +364,79 @@ const char *cspmd_call_arg_name(const cspmd_call_t *call, int i) {
     return args[static_cast<size_t>(i)].name().c_str();
 }
 
+namespace {
+
+// A double as torch prints an IValue: an integral value that fits int64 as
+// "2.", anything else with 17 significant digits.
+void append_double(std::string &s, double d) {
+    char b[40];
+    if (std::isfinite(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
+        d == static_cast<double>(static_cast<int64_t>(d)))
+        std::snprintf(b, sizeof b, "%" PRId64 ".", static_cast<int64_t>(d));
+    else
+        std::snprintf(b, sizeof b, "%.17g", d);
+    s += b;
+}
+
+// A non-tensor argument as torch prints it (a string quoted at the top
+// level), formatted here with snprintf rather than by handing a
+// std::ostringstream to libtorch's operator<<: a stream built in this library
+// and written by libtorch's libstdc++ crashed on a GPU image's toolchain
+// (printing a double); the kinds an aten schema takes are all covered.
+void append_value(std::string &s, const c10::IValue &v, bool top) {
+    char b[32];
+    if (v.isNone()) {
+        s += "None";
+    } else if (v.isBool()) {
+        s += v.toBool() ? "True" : "False";
+    } else if (v.isInt()) {
+        std::snprintf(b, sizeof b, "%" PRId64, v.toInt());
+        s += b;
+    } else if (v.isDouble()) {
+        append_double(s, v.toDouble());
+    } else if (v.isComplexDouble()) {
+        c10::complex<double> z = v.toComplexDouble();
+        append_double(s, z.real());
+        s += std::signbit(z.imag()) ? "" : "+";
+        append_double(s, z.imag());
+        s += "j";
+    } else if (v.isString()) {
+        if (top)
+            s += "'";
+        s += v.toStringRef();
+        if (top)
+            s += "'";
+    } else if (v.isList()) {
+        s += "[";
+        bool first = true;
+        for (const c10::IValue &e : v.toListRef()) {
+            if (!first)
+                s += ", ";
+            first = false;
+            append_value(s, e, false);
+        }
+        s += "]";
+    } else if (v.isDevice()) {
+        s += v.toDevice().str();
+    } else if (v.isSymInt() && v.toSymInt().maybe_as_int()) {
+        std::snprintf(b, sizeof b, "%" PRId64, *v.toSymInt().maybe_as_int());
+        s += b;
+    } else {
+        s += "<";
+        s += v.tagKind();
+        s += ">";
+    }
+}
+
+} // namespace
+
 size_t cspmd_call_arg_text(const cspmd_call_t *call, int i, char *buf, size_t len) {
     try {
         size_t n = call->op->schema().arguments().size();
         if (i < 0 || static_cast<size_t>(i) >= n || call->stack->size() < n)
             return 0;
-        const c10::IValue &v = *(call->stack->end() - static_cast<ptrdiff_t>(n) + i);
-        std::ostringstream os;
-        if (v.isNone())
-            os << "None";
-        else if (v.isString())
-            os << "'" << v.toStringRef() << "'";
-        else
-            os << v;
-        std::string s = os.str();
+        std::string s;
+        append_value(s, *(call->stack->end() - static_cast<ptrdiff_t>(n) + i), true);
         if (len)
             std::snprintf(buf, len, "%s", s.c_str());
         return s.size();

@@ -106,3 +106,29 @@ def test_text_is_not_parsed():
     # re-raised with another message, the fields stay (annotate_module does this)
     again = SpmdTypeError("prefix: " + e.msg, **SpmdTypeError("m", context="c", op="o").fields())
     assert (again.context, again.op) == ("c", "o")
+
+
+@pytest.mark.parametrize("call,name,text", [
+    (lambda p, r: torch.add(r, p, alpha=-0.1), "alpha", "-0.10000000000000001"),
+    (lambda p, r: torch.add(r, p, alpha=2.0), "alpha", "2."),
+    (lambda p, r: torch.add(r, p, alpha=-0.0), "alpha", "0."),
+    (lambda p, r: torch.clamp(p, min=9.2e18), "min", "9200000000000000000."),
+    (lambda p, r: torch.clamp(p, min=1e19), "min", "1e+19"),
+    (lambda p, r: torch.clamp(p, min=0.1 + 0.2), "min", "0.30000000000000004"),
+    (lambda p, r: torch.nan_to_num(p, nan=float("nan"), posinf=float("inf")), "posinf", "inf"),
+    (lambda p, r: torch.add(r.to(torch.complex64), p.to(torch.complex64), alpha=1 - 2j),
+     "alpha", "1.-2.j"),
+    (lambda p, r: torch.div(p, r, rounding_mode="floor"), "rounding_mode", "'floor'"),
+    (lambda p, r: torch.logsumexp(p, dim=[0, 1], keepdim=True), "dim", "[0, 1]"),
+    (lambda p, r: torch.logsumexp(p, dim=[0, 1], keepdim=True), "keepdim", "True"),
+    (lambda p, r: torch.std(p, dim=0, unbiased=False), "correction", "0"),
+])
+def test_scalar_arguments_print_as_torch_prints_them(checked, typed, call, name, text):
+    """Non-tensor arguments are formatted in the shim without iostreams (a
+    stream handed to libtorch crashed on a GPU image); the text is torch's:
+    integral doubles as "2.", others with 17 significant digits."""
+    with pytest.raises(SpmdTypeError) as ei:
+        call(typed(P, 4, 4), typed(R, 4, 4))
+    texts = {o.name: o.text for o in ei.value.operands}
+    assert texts[name] == text, texts
+    assert f"{name}: {text}" in ei.value.context
