@@ -54,14 +54,15 @@ def test_exported_symbols_match_the_headers():
 
 
 def test_cpp_internals_are_hidden():
-    """The C++ shim is built with hidden visibility: nothing of namespace
-    cspmd (mangled N5cspmd, NK5cspmd, ...: its functions, vtables, typeinfo
-    and torch templates instantiated on its types) is exported -- the only
-    ways in are the C API above, the extension module and torch's
-    registrations."""
+    """Only the C API (cspmd_*) and the extension module's entry point are
+    dynamic symbols: nothing of namespace cspmd (hidden visibility), and
+    none of the torch and standard-library templates the shim instantiates
+    (csrc/torch/exports.map) -- exported, those could stand in for
+    libtorch's or libstdc++'s own copies in other libraries."""
     import cspmd._lib as lib
     nm = subprocess.run(["nm", "-D", "--defined-only", lib._find_library()],
                         capture_output=True, text=True, check=True).stdout
     names = [line.split()[-1] for line in nm.splitlines() if line.split()]
-    leaked = [n for n in names if re.search(r"N[KVr]*5cspmd", n)]
+    assert len(names) > 100, names
+    leaked = [n for n in names if not n.startswith("cspmd_") and n != "PyInit__C"]
     assert leaked == [], leaked[:20]
