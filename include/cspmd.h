@@ -505,34 +505,43 @@ CSPMD_API cspmd_status_t cspmd_infer_axis(const char *linearity, const cspmd_lty
 /* Collectives                                                            */
 /* ===================================================================== */
 
+/* Which calls of a collective whose src and dst agree change nothing
+ * (cspmd_coll_noop), the last column of CSPMD_COLL_LIST. */
+typedef enum cspmd_coll_noop_kind {
+    CSPMD_NOOP_NEVER,     /* it communicates or retypes even between equal types */
+    CSPMD_NOOP_EQUAL,     /* a conversion: any equal pair is the input itself
+                           * (V and S(d) share V; two shards need one dim)      */
+    CSPMD_NOOP_REPLICATED /* R -> R and I -> I only: the data is already the
+                           * same on every rank (broadcast)                     */
+} cspmd_coll_noop_kind_t;
+
 /* The collectives and conversions, one row each: X(NAME, python name,
- * RETYPE).  RETYPE 1: a conversion that changes a type and at most moves
- * data within a rank's view of it, so it changes nothing when src and dst
- * agree (cspmd_coll_noop); 0: it communicates or retypes even between equal
- * types.  Generates the enum, cspmd_coll_name(), cspmd_coll_noop()'s
+ * NOOP), NOOP naming a cspmd_coll_noop_kind_t without its CSPMD_NOOP_
+ * prefix.  Generates the enum, cspmd_coll_name(), cspmd_coll_noop()'s
  * answer, and the Python front's codes (cspmd._codes.COLL, and
  * cspmd.collectives' no-op table).  The per-op rules that are code, not a
  * column (the (src, dst) table, backward, dims, the local computation), are
  * switches without a default: the compiler lists each one a new row needs. */
 #define CSPMD_COLL_LIST(X)                                                          \
-    X(ALL_REDUCE, "all_reduce", 0)                                                  \
-    X(ALL_GATHER, "all_gather", 0)                                                  \
-    X(REDUCE_SCATTER, "reduce_scatter", 0)                                          \
-    X(ALL_TO_ALL, "all_to_all", 0)                                                  \
-    X(REINTERPRET, "reinterpret", 1)                                                \
-    X(CONVERT, "convert", 1)                                                        \
-    X(REDISTRIBUTE, "redistribute", 1)                                              \
-    X(INVARIANT_TO_REPLICATE, "invariant_to_replicate", 0)
+    X(ALL_REDUCE, "all_reduce", NEVER)                                              \
+    X(ALL_GATHER, "all_gather", NEVER)                                              \
+    X(REDUCE_SCATTER, "reduce_scatter", NEVER)                                      \
+    X(ALL_TO_ALL, "all_to_all", NEVER)                                              \
+    X(REINTERPRET, "reinterpret", EQUAL)                                            \
+    X(CONVERT, "convert", EQUAL)                                                    \
+    X(REDISTRIBUTE, "redistribute", EQUAL)                                          \
+    X(INVARIANT_TO_REPLICATE, "invariant_to_replicate", NEVER)                      \
+    X(BROADCAST, "broadcast", REPLICATED)
 
 typedef enum cspmd_coll {
-#define CSPMD_COLL_ENUM_(name, text, retype) CSPMD_COLL_##name,
+#define CSPMD_COLL_ENUM_(name, text, noop) CSPMD_COLL_##name,
     CSPMD_COLL_LIST(CSPMD_COLL_ENUM_)
 #undef CSPMD_COLL_ENUM_
 } cspmd_coll_t;
 
 /* How many collectives the list has (not a cspmd_coll_t value, so switches
  * over cspmd_coll_t need no case for it). */
-#define CSPMD_COLL_ONE_(name, text, retype) +1
+#define CSPMD_COLL_ONE_(name, text, noop) +1
 enum { CSPMD_COLL_COUNT = 0 CSPMD_COLL_LIST(CSPMD_COLL_ONE_) };
 #undef CSPMD_COLL_ONE_
 
@@ -595,6 +604,12 @@ CSPMD_API cspmd_status_t cspmd_coll_route(cspmd_ctype_t src, cspmd_ctype_t dst, 
 CSPMD_API cspmd_status_t cspmd_coll_dims(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst,
                                          int has_split_sizes, int64_t *dim_a, int64_t *dim_b);
 
+/* broadcast's root: the source rank's index within the axis group (carried
+ * as the call's dim_a; cspmd_coll_dims leaves it as given).  VALUE naming
+ * the root and the group size unless 0 <= root < group_size.  Thread-safe,
+ * no state. */
+CSPMD_API cspmd_status_t cspmd_coll_root_check(int64_t root, int64_t group_size);
+
 /* dtype options of one collective call.  dtypes are opaque codes
  * (-1 = not given); *_bits are their floating-point widths (0: not float). */
 typedef struct cspmd_dtype_info {
@@ -613,11 +628,11 @@ CSPMD_API cspmd_status_t cspmd_coll_dtypes(cspmd_coll_t op, cspmd_ctype_t src, c
                                            int *out_dtype);
 
 
-/* Whether a conversion changes nothing: a RETYPE row of CSPMD_COLL_LIST
- * (reinterpret, convert, redistribute) whose src and dst agree -- the same
- * local type, and for two shards the same dim (as written: S(-1) and S(1)
- * differ).  The caller then
- * returns the input once its type on the axis is checked to be src. */
+/* Whether a call changes nothing, by the NOOP column of CSPMD_COLL_LIST:
+ * src and dst agree -- the same local type, and for two shards the same
+ * dim (as written: S(-1) and S(1) differ) -- and the op's column admits
+ * that type (EQUAL: any; REPLICATED: R and I).  The caller then returns
+ * the input once its type on the axis is checked to be src. */
 CSPMD_API int cspmd_coll_noop(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst);
 
 /* Whether a call runs as two autograd nodes, src -> *mid -> dst (each
@@ -1337,7 +1352,7 @@ CSPMD_API cspmd_status_t cspmd_ltype_placement(cspmd_ltype_t ltype, int32_t shar
     X(partial_decl_open) X(partial_decl_end)                                        \
     X(rule_count) X(rule_find) X(shard_rule_find) X(shard_rule_name)                \
     X(coll_noop) X(coll_validate) X(coll_split) X(coll_split_backward_dtype)        \
-    X(coll_src_as) X(rules_transition) X(annotation_merge_check)                    \
+    X(coll_src_as) X(coll_root_check) X(rules_transition) X(annotation_merge_check) \
     X(annotation_check_spec) X(annotation_specs_check) X(shards_layout)             \
     X(placement_ltype) X(ltype_placement) X(redistribute_src)                       \
     X(unchecked_code_clear) X(unchecked_code_count)

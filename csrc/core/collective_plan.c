@@ -6,25 +6,33 @@
  */
 #include "cspmd.h"
 
-/* The RETYPE column of CSPMD_COLL_LIST. */
-static int retypes(cspmd_coll_t op)
+/* The NOOP column of CSPMD_COLL_LIST. */
+static cspmd_coll_noop_kind_t noop_kind(cspmd_coll_t op)
 {
     switch (op) {
-#define COLL_RETYPE(name, text, retype)                                                       \
-    case CSPMD_COLL_##name: return retype;
-        CSPMD_COLL_LIST(COLL_RETYPE)
-#undef COLL_RETYPE
+#define COLL_NOOP(name, text, noop)                                                           \
+    case CSPMD_COLL_##name: return CSPMD_NOOP_##noop;
+        CSPMD_COLL_LIST(COLL_NOOP)
+#undef COLL_NOOP
     }
-    return 0;
+    return CSPMD_NOOP_NEVER;
 }
 
 int cspmd_coll_noop(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst)
 {
-    if (!retypes(op) || src.ltype != dst.ltype)
+    if (src.ltype != dst.ltype)
+        return 0;
+    switch (noop_kind(op)) {
+    case CSPMD_NOOP_NEVER:
         return 0; /* a collective communicates or retypes even between equal types */
-    /* V and S(d) share the local type V: a no-op unless both are shards of
-     * different dims. */
-    return !(src.shard_dim >= 0 && dst.shard_dim >= 0 && src.shard_dim != dst.shard_dim);
+    case CSPMD_NOOP_REPLICATED:
+        return src.ltype == CSPMD_LT_R || src.ltype == CSPMD_LT_I;
+    case CSPMD_NOOP_EQUAL:
+        /* V and S(d) share the local type V: a no-op unless both are
+         * shards of different dims. */
+        return !(src.shard_dim >= 0 && dst.shard_dim >= 0 && src.shard_dim != dst.shard_dim);
+    }
+    return 0;
 }
 
 int cspmd_coll_split(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst, cspmd_ctype_t *mid)

@@ -155,6 +155,54 @@ static cspmd_status_t validate_convert(cspmd_ctype_t src, cspmd_ctype_t dst, int
     return cspmd_error_set(CSPMD_ERR_VALUE, "convert(%s, %s) is not supported.", s.s, d.s);
 }
 
+/* broadcast: V -> R|I copies root's value to every rank; R -> R and I -> I
+ * are no-ops (the value is the same everywhere already).  Its backward
+ * pairs, expert only: P -> V sums the gradient onto root, I -> V keeps it
+ * there (zeros on every other rank). */
+static cspmd_status_t validate_broadcast(cspmd_ctype_t src, cspmd_ctype_t dst, int expert)
+{
+    cspmdi_ctype_text_t s = cspmdi_ctype_text(src), d = cspmdi_ctype_text(dst);
+    cspmd_ltype_t a = src.ltype, b = dst.ltype;
+    if (cspmdi_is_shard(src))
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "broadcast src must be V, got %s: a broadcast copies root's shard, "
+                               "not the whole tensor. Use all_gather(src=%s, dst=R) to gather "
+                               "the shards.",
+                               s.s, s.s);
+    int replicated_dst = is_plain(dst, CSPMD_LT_R) || is_plain(dst, CSPMD_LT_I);
+    if (a == CSPMD_LT_V && replicated_dst)
+        return CSPMD_OK;
+    if ((a == CSPMD_LT_R || a == CSPMD_LT_I) && a == b)
+        return CSPMD_OK;
+    if (expert && is_plain(dst, CSPMD_LT_V) && (a == CSPMD_LT_P || a == CSPMD_LT_I))
+        return CSPMD_OK;
+    if (a == CSPMD_LT_P)
+        return bad_value("broadcast src must be V, got P. A partial value is summed with "
+                         "all_reduce(src=P, dst=R), not broadcast.");
+    if ((a == CSPMD_LT_R || a == CSPMD_LT_I) && replicated_dst)
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "broadcast(%s, %s) is not supported: an %s value is the same on "
+                               "every rank already, and broadcast keeps R and I as they are. Use "
+                               "convert(src=%s, dst=%s) to change between R and I.",
+                               s.s, d.s, s.s, s.s, d.s);
+    return cspmd_error_set(CSPMD_ERR_VALUE, "broadcast dst must be R or I, got %s", d.s);
+}
+
+cspmd_status_t cspmd_coll_root_check(int64_t root, int64_t group_size)
+{
+    if (group_size < 1)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_root_check: group size %lld",
+                               (long long)group_size);
+    if (root < 0 || root >= group_size)
+        return cspmd_error_set(CSPMD_ERR_VALUE,
+                               "broadcast: root=%lld is out of range for an axis group of %lld "
+                               "ranks (expected 0..%lld: root is a rank's index within the "
+                               "group)",
+                               (long long)root, (long long)group_size,
+                               (long long)group_size - 1);
+    return CSPMD_OK;
+}
+
 cspmd_status_t cspmd_coll_validate(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst,
                                    int expert_mode)
 {
@@ -206,6 +254,8 @@ cspmd_status_t cspmd_coll_validate(cspmd_coll_t op, cspmd_ctype_t src, cspmd_cty
         return cspmd_error_set(CSPMD_ERR_MISUSE,
                                "invariant_to_replicate is typed (I, R), got src=%s, dst=%s", s.s,
                                d.s);
+    case CSPMD_COLL_BROADCAST:
+        return validate_broadcast(src, dst, expert_mode);
     }
     /* Every listed op returned above: a value outside the list. */
     return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_validate: unknown op %d", (int)op);
@@ -228,6 +278,7 @@ cspmd_status_t cspmd_coll_src_as(cspmd_coll_t op, cspmd_ltype_t src, cspmd_ltype
     case CSPMD_COLL_CONVERT:
     case CSPMD_COLL_REDISTRIBUTE:
     case CSPMD_COLL_INVARIANT_TO_REPLICATE:
+    case CSPMD_COLL_BROADCAST:
         *as = src;
         return CSPMD_OK;
     }
@@ -374,6 +425,19 @@ cspmd_status_t cspmd_coll_backward(cspmd_coll_t op, cspmd_ctype_t src, cspmd_cty
     case CSPMD_COLL_INVARIANT_TO_REPLICATE:
         return set_bwd(bop, bsrc, bdst, CSPMD_COLL_ALL_REDUCE, CT(CSPMD_LT_P, -1),
                        CT(CSPMD_LT_I, -1));
+    case CSPMD_COLL_BROADCAST:
+        /* V -> R: the P gradient is summed onto root; V -> I: the I
+         * gradient stays on root; zeros elsewhere, typed V either way. */
+        if (a == CSPMD_LT_V)
+            return set_bwd(bop, bsrc, bdst, CSPMD_COLL_BROADCAST,
+                           CT(b == CSPMD_LT_R ? CSPMD_LT_P : CSPMD_LT_I, -1), CT(CSPMD_LT_V, -1));
+        if (b == CSPMD_LT_V) /* those backward pairs: root's gradient broadcast back */
+            return set_bwd(bop, bsrc, bdst, CSPMD_COLL_BROADCAST, CT(CSPMD_LT_V, -1),
+                           CT(a == CSPMD_LT_P ? CSPMD_LT_R : CSPMD_LT_I, -1));
+        /* R -> R, I -> I change nothing: the gradient (P, I) passes as it is */
+        return set_bwd(bop, bsrc, bdst, CSPMD_COLL_REINTERPRET,
+                       CT(a == CSPMD_LT_R ? CSPMD_LT_P : CSPMD_LT_I, -1),
+                       CT(a == CSPMD_LT_R ? CSPMD_LT_P : CSPMD_LT_I, -1));
     }
     return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_backward: unknown op %d", (int)op);
 }
@@ -601,6 +665,10 @@ cspmd_status_t cspmd_coll_dims(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t
                      : cspmdi_is_shard(src) ? src.shard_dim
                                             : 0;
         return CSPMD_OK;
+    case CSPMD_COLL_BROADCAST: /* a = root, as given: cspmd_coll_root_check checks it */
+        if (*dim_b < 0)
+            *dim_b = 0;
+        return CSPMD_OK;
     case CSPMD_COLL_ALL_REDUCE:
     case CSPMD_COLL_REINTERPRET:
     case CSPMD_COLL_INVARIANT_TO_REPLICATE:
@@ -618,6 +686,7 @@ cspmd_status_t cspmd_coll_dims(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t
 static int reducing(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst)
 {
     return op == CSPMD_COLL_ALL_REDUCE || op == CSPMD_COLL_REDUCE_SCATTER ||
+           (op == CSPMD_COLL_BROADCAST && src.ltype == CSPMD_LT_P) ||
            (op == CSPMD_COLL_CONVERT && (src.ltype == CSPMD_LT_R || src.ltype == CSPMD_LT_I) &&
             dst.ltype == CSPMD_LT_V);
 }
@@ -634,6 +703,8 @@ static int backward_reduces(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t ds
         return src.ltype == CSPMD_LT_I && dst.ltype == CSPMD_LT_R;
     case CSPMD_COLL_INVARIANT_TO_REPLICATE:
         return 1;
+    case CSPMD_COLL_BROADCAST: /* V -> R: the gradient is summed onto root */
+        return src.ltype == CSPMD_LT_V && dst.ltype == CSPMD_LT_R;
     case CSPMD_COLL_REDUCE_SCATTER: /* all_gather back: nothing reduces */
     case CSPMD_COLL_ALL_TO_ALL:
     case CSPMD_COLL_REDISTRIBUTE: /* routed before it runs */

@@ -29,7 +29,7 @@ const char *cspmd_status_name(cspmd_status_t status)
 const char *cspmd_coll_name(cspmd_coll_t op)
 {
     switch (op) {
-#define COLL_NAME(name, text, retype)                                                         \
+#define COLL_NAME(name, text, noop)                                                           \
     case CSPMD_COLL_##name: return text;
         CSPMD_COLL_LIST(COLL_NAME)
 #undef COLL_NAME

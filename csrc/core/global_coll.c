@@ -137,6 +137,15 @@ cspmd_status_t cspmd_global_coll(const char *fn, cspmd_axis_t axis, cspmd_ctype_
                                "axis whose component axes are all local or all global.",
                                ax(axis), loc, glo);
     }
+    /* A global axis' V is one shard of a global tensor: copying root's
+     * shard everywhere would make another tensor of it. */
+    if (nglobal && src.ltype != dst.ltype && strcmp(fn, cspmd_coll_name(CSPMD_COLL_BROADCAST)) == 0)
+        return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                               "broadcast: axis %s is global, where each rank's V is a shard of "
+                               "one global tensor: broadcasting root's shard would make another "
+                               "tensor of it. Use all_gather(src=S(i), dst=R) or redistribute "
+                               "on a global axis; broadcast works on local axes.",
+                               ax(axis));
     cspmd_spec_t spec;
     memset(&spec, 0, sizeof spec);
     if ((st = cspmd_type_spec_plain(in, fn, &spec)) != CSPMD_OK)

@@ -548,6 +548,7 @@ static int rules_op(cspmd_coll_t op)
         return 1;
     case CSPMD_COLL_REDISTRIBUTE:
     case CSPMD_COLL_INVARIANT_TO_REPLICATE:
+    case CSPMD_COLL_BROADCAST: /* cspmd's own; rules.* is the reference's namespace */
         return 0;
     }
     return 0;

@@ -432,6 +432,63 @@ done:
     return st;
 }
 
+/* broadcast's rank-dependent step: root (dim_a) keeps x, every other rank
+ * gets zeros. */
+static cspmd_status_t keep_on_root(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_t r,
+                                   int64_t ws, cspmd_tensor_t **out)
+{
+    (void)ws;
+    return r == c->dim_a ? cspmd_op_clone(x, out) : cspmd_op_zeros(x, 0, -1, 0, out);
+}
+
+/* V -> R|I: c10d's broadcast from root.  Its backward pairs: I -> V keeps
+ * the gradient on root, P -> V sums it there (c10d's reduce), zeros
+ * elsewhere.  A LocalTensor (LocalTensorMode has no reduce, and reads a
+ * broadcast's root as a global rank) takes root's value, or zeros, and
+ * all-reduces: the same sums. */
+static cspmd_status_t broadcast(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_t r,
+                                int64_t ws, cspmd_tensor_t **out)
+{
+    pool_t p = {{0}, 0};
+    cspmd_status_t st;
+    cspmd_ltype_t a = c->src.ltype;
+    cspmd_local_t *l = NULL;
+    cspmd_tensor_t *t, *s;
+    TRY(cspmd_coll_root_check(c->dim_a, ws));
+    if (a == c->dst.ltype) { /* R -> R, I -> I: the value is everywhere already */
+        TRY(cspmd_op_alias(x, out));
+        goto done;
+    }
+    if (a == CSPMD_LT_I) { /* I -> V */
+        TRY(per_rank(keep_on_root, c, x, r, ws, out));
+        goto done;
+    }
+    TRY(cspmd_op_contiguous(x, &t));
+    keep(&p, t);
+    TRY(cspmd_local_split(t, c->group, &l));
+    if (l != NULL) {
+        if (a == CSPMD_LT_V) {
+            TRY(per_rank(keep_on_root, c, t, r, ws, &s));
+            keep(&p, s);
+            TRY(cspmd_c10d_all_reduce(s, c->group, 0, out));
+        } else {
+            TRY(cspmd_c10d_all_reduce(t, c->group, 0, &s));
+            keep(&p, s);
+            TRY(per_rank(keep_on_root, c, s, r, ws, out));
+        }
+    } else if (a == CSPMD_LT_V) {
+        TRY(cspmd_c10d_broadcast(t, c->group, c->dim_a, out));
+    } else { /* P -> V */
+        TRY(cspmd_c10d_reduce(t, c->group, c->dim_a, &s));
+        keep(&p, s);
+        TRY(keep_on_root(c, s, r, ws, out));
+    }
+done:
+    cspmd_local_free(l);
+    drain(&p);
+    return st;
+}
+
 static cspmd_status_t body(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_t r, int64_t ws,
                            cspmd_tensor_t **out)
 {
@@ -461,6 +518,8 @@ static cspmd_status_t body(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int64_
             (c->dst.ltype == CSPMD_LT_I || c->dst.ltype == CSPMD_LT_R))
             return cspmd_op_alias(x, out);
         return per_rank(convert, c, x, r, ws, out);
+    case CSPMD_COLL_BROADCAST:
+        return broadcast(c, x, r, ws, out);
     case CSPMD_COLL_REDISTRIBUTE:
         break; /* never runs itself: cspmd_coll_route names the op */
     }

@@ -433,7 +433,7 @@ std::tuple<std::vector<std::string>, std::vector<int64_t>> codes() {
 #define CSPMD_CODE_LTYPE_(name, value, doc)                                                   \
     names.push_back("LT_" #name);                                                             \
     values.push_back(CSPMD_LT_##name);
-#define CSPMD_CODE_COLL_(name, text, retype)                                                  \
+#define CSPMD_CODE_COLL_(name, text, noop)                                                    \
     names.push_back("COLL_" #name);                                                           \
     values.push_back(CSPMD_COLL_##name);
     CSPMD_STATUS_LIST(CSPMD_CODE_STATUS_)

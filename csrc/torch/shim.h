@@ -243,6 +243,14 @@ cspmd_status_t cspmd_c10d_reduce_scatter(cspmd_tensor_t *x, const char *group, i
 cspmd_status_t cspmd_c10d_all_to_all(cspmd_tensor_t *x, const int64_t *out_sizes,
                                      const int64_t *in_sizes, int n, const char *group,
                                      cspmd_tensor_t **out);
+/* root's x on every rank of the group (root: the rank's index in the
+ * group; x contiguous, not written). */
+cspmd_status_t cspmd_c10d_broadcast(cspmd_tensor_t *x, const char *group, int64_t root,
+                                    cspmd_tensor_t **out);
+/* The sum of every rank's x on root, into a new tensor; what the other
+ * ranks get back is unspecified (backends differ: Gloo leaves the sum). */
+cspmd_status_t cspmd_c10d_reduce(cspmd_tensor_t *x, const char *group, int64_t root,
+                                 cspmd_tensor_t **out);
 
 #ifdef __cplusplus
 }

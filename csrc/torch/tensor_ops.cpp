@@ -59,6 +59,7 @@ FUNCTIONAL_OP(OP_ALL_REDUCE, "all_reduce")
 FUNCTIONAL_OP(OP_ALL_GATHER_INTO_TENSOR, "all_gather_into_tensor")
 FUNCTIONAL_OP(OP_REDUCE_SCATTER_TENSOR, "reduce_scatter_tensor")
 FUNCTIONAL_OP(OP_ALL_TO_ALL_SINGLE, "all_to_all_single")
+FUNCTIONAL_OP(OP_BROADCAST, "broadcast")
 
 } // namespace
 
@@ -246,6 +247,38 @@ cspmd_status_t cspmd_c10d_all_to_all(cspmd_tensor_t *x, const int64_t *out_sizes
         }
         *out = give(functional(OP_ALL_TO_ALL_SINGLE(),
                                {t, o, i, std::string(group)}));
+    });
+}
+
+cspmd_status_t cspmd_c10d_broadcast(cspmd_tensor_t *x, const char *group, int64_t root,
+                                    cspmd_tensor_t **out) {
+    return guarded([&] {
+        at::Tensor s;
+        const at::Tensor &t = borrow(x, s);
+        if (t.is_meta()) {
+            *out = give(at::empty_like(t));
+            return;
+        }
+        *out = give(functional(OP_BROADCAST(), {t, root, std::string(group)}));
+    });
+}
+
+// c10d's functional ops have no reduce: the process group's own, on a copy
+// (it reduces in place), waited on.
+cspmd_status_t cspmd_c10d_reduce(cspmd_tensor_t *x, const char *group, int64_t root,
+                                 cspmd_tensor_t **out) {
+    return guarded([&] {
+        at::Tensor s;
+        const at::Tensor &t = borrow(x, s);
+        at::Tensor r = t.clone(at::MemoryFormat::Contiguous);
+        if (!t.is_meta()) {
+            std::vector<at::Tensor> v{r};
+            c10d::ReduceOptions opts;
+            opts.reduceOp = c10d::ReduceOp::SUM;
+            opts.rootRank = root;
+            c10d::resolve_process_group(group)->reduce(v, opts)->wait();
+        }
+        *out = give(r);
     });
 }
 

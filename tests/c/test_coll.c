@@ -214,6 +214,66 @@ START_TEST(test_redistribute_and_i2r_validate)
 }
 END_TEST
 
+START_TEST(test_broadcast_validate)
+{
+    cspmd_coll_t op = CSPMD_COLL_BROADCAST;
+    OK_(op, C(LV), C(LR), 0);
+    OK_(op, C(LV), C(LI), 0);
+    OK_(op, C(LR), C(LR), 0); /* no-ops: the value is everywhere already */
+    OK_(op, C(LI), C(LI), 0);
+    OK_(op, C(LP), C(LV), 1); /* the backward pairs, expert only */
+    OK_(op, C(LI), C(LV), 1);
+    BAD(op, C(LP), C(LV), 0,
+        "broadcast src must be V, got P. A partial value is summed with all_reduce(src=P, "
+        "dst=R), not broadcast.");
+    BAD(op, C(LP), C(LR), 1,
+        "broadcast src must be V, got P. A partial value is summed with all_reduce(src=P, "
+        "dst=R), not broadcast.");
+    BAD(op, C(LI), C(LV), 0, "broadcast dst must be R or I, got V");
+    BAD(op, C(LV), C(LV), 1, "broadcast dst must be R or I, got V");
+    BAD(op, C(LV), C(LP), 0, "broadcast dst must be R or I, got P");
+    BAD(op, C(LV), S(0), 0, "broadcast dst must be R or I, got S(0)");
+    BAD(op, C(LR), C(LV), 0, "broadcast dst must be R or I, got V");
+    BAD(op, S(1), C(LR), 0,
+        "broadcast src must be V, got S(1): a broadcast copies root's shard, not the whole "
+        "tensor. Use all_gather(src=S(1), dst=R) to gather the shards.");
+    BAD(op, C(LR), C(LI), 1,
+        "broadcast(R, I) is not supported: an R value is the same on every rank already, and "
+        "broadcast keeps R and I as they are. Use convert(src=R, dst=I) to change between R "
+        "and I.");
+    BAD(op, C(LI), C(LR), 0,
+        "broadcast(I, R) is not supported: an I value is the same on every rank already, and "
+        "broadcast keeps R and I as they are. Use convert(src=I, dst=R) to change between R "
+        "and I.");
+    /* the root, an index within the axis group */
+    ck_assert_int_eq(cspmd_coll_root_check(0, 1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_coll_root_check(3, 4), CSPMD_OK);
+    ck_assert_int_eq(cspmd_coll_root_check(4, 4), CSPMD_ERR_VALUE);
+    ck_assert_str_eq(cspmd_last_error(),
+                     "broadcast: root=4 is out of range for an axis group of 4 ranks (expected "
+                     "0..3: root is a rank's index within the group)");
+    ck_assert_int_eq(cspmd_coll_root_check(-1, 2), CSPMD_ERR_VALUE);
+    ck_assert_str_eq(cspmd_last_error(),
+                     "broadcast: root=-1 is out of range for an axis group of 2 ranks (expected "
+                     "0..1: root is a rank's index within the group)");
+    ck_assert_int_eq(cspmd_coll_root_check(0, 0), CSPMD_ERR_MISUSE);
+    /* the root rides in dim_a, untouched; no dim_b */
+    int64_t a = 2, b = -1;
+    ck_assert_int_eq(cspmd_coll_dims(op, C(LV), C(LR), 0, &a, &b), CSPMD_OK);
+    ck_assert_int_eq(a, 2);
+    ck_assert_int_eq(b, 0);
+    a = -1;
+    ck_assert_int_eq(cspmd_coll_dims(op, C(LV), C(LR), 0, &a, &b), CSPMD_OK);
+    ck_assert_int_eq(a, -1); /* never defaulted: cspmd_coll_root_check refuses it */
+    /* the reduced-precision rule: only V -> R's backward reduces */
+    cspmd_dtype_info_t d = {15, 16, -1, 0, -1, 0, 1, 0}; /* bf16 input that needs a gradient */
+    int odt, outdt;
+    ck_assert_int_eq(cspmd_coll_dtypes(op, C(LV), C(LR), &d, &odt, &outdt), CSPMD_ERR_VALUE);
+    ck_assert_int_eq(cspmd_coll_dtypes(op, C(LV), C(LI), &d, &odt, &outdt), CSPMD_OK);
+    ck_assert_int_eq(odt, 15);
+}
+END_TEST
+
 START_TEST(test_validate_misuse)
 {
     cspmd_ctype_t bad1 = {CSPMD_LT_NONE, -1}, bad2 = {CSPMD_LT_R, 0}, bad3 = {CSPMD_LT_V, -2};
@@ -284,6 +344,15 @@ START_TEST(test_backward_pairs)
     bwd(AA, S(2), C(LV), AA, S(2), S(0));
     bwd(AA, C(LV), S(1), AA, S(0), S(1));
     bwd(CSPMD_COLL_INVARIANT_TO_REPLICATE, C(LI), C(LR), AR, C(LP), C(LI));
+    /* broadcast: the gradient comes back to root, and that pair's is a
+     * broadcast again; R -> R and I -> I pass it through */
+    const cspmd_coll_t BC = CSPMD_COLL_BROADCAST;
+    bwd(BC, C(LV), C(LR), BC, C(LP), C(LV));
+    bwd(BC, C(LV), C(LI), BC, C(LI), C(LV));
+    bwd(BC, C(LP), C(LV), BC, C(LV), C(LR));
+    bwd(BC, C(LI), C(LV), BC, C(LV), C(LI));
+    bwd(BC, C(LR), C(LR), RE, C(LP), C(LP));
+    bwd(BC, C(LI), C(LI), RE, C(LI), C(LI));
     /* redistribute: the backward of the routed-to op */
     bwd(CSPMD_COLL_REDISTRIBUTE, S(0), S(1), AA, S(1), S(0));
     bwd(CSPMD_COLL_REDISTRIBUTE, S(0), C(LR), RS, C(LP), S(0));
@@ -431,6 +500,8 @@ START_TEST(test_coll_src_as)
     ck_assert_int_eq(as, CSPMD_LT_V);
     ck_assert_int_eq(cspmd_coll_src_as(CSPMD_COLL_REINTERPRET, CSPMD_LT_V, &as), CSPMD_OK);
     ck_assert_int_eq(as, CSPMD_LT_V);
+    ck_assert_int_eq(cspmd_coll_src_as(CSPMD_COLL_BROADCAST, CSPMD_LT_V, &as), CSPMD_OK);
+    ck_assert_int_eq(as, CSPMD_LT_V);
     ck_assert_int_eq(cspmd_coll_src_as((cspmd_coll_t)CSPMD_COLL_COUNT, CSPMD_LT_V, &as), CSPMD_ERR_MISUSE);
     ck_assert_int_eq(cspmd_coll_src_as(CSPMD_COLL_ALL_REDUCE, CSPMD_LT_NONE, &as),
                      CSPMD_ERR_MISUSE);
@@ -451,6 +522,7 @@ Suite *suite_coll(void)
     tcase_add_test(tc, test_reinterpret_validate);
     tcase_add_test(tc, test_convert_validate);
     tcase_add_test(tc, test_redistribute_and_i2r_validate);
+    tcase_add_test(tc, test_broadcast_validate);
     tcase_add_test(tc, test_validate_misuse);
     tcase_add_test(tc, test_backward_pairs);
     tcase_add_test(tc, test_coll_infer_basic);

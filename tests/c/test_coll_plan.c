@@ -28,9 +28,17 @@ START_TEST(test_noop)
     /* A collective communicates even between equal types. */
     ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_ALL_TO_ALL, S(0), S(0)), 0);
     ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_ALL_REDUCE, C(CSPMD_LT_P), C(CSPMD_LT_P)), 0);
-    /* every row: a no-op between equal types exactly when its RETYPE column says so */
-#define ROW_NOOP(name, text, retype)                                                          \
-    ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_##name, C(CSPMD_LT_I), C(CSPMD_LT_I)), retype);
+    /* broadcast leaves R and I alone, and nothing else */
+    cspmd_coll_t bc = CSPMD_COLL_BROADCAST;
+    ck_assert_int_eq(cspmd_coll_noop(bc, C(CSPMD_LT_R), C(CSPMD_LT_R)), 1);
+    ck_assert_int_eq(cspmd_coll_noop(bc, C(CSPMD_LT_I), C(CSPMD_LT_I)), 1);
+    ck_assert_int_eq(cspmd_coll_noop(bc, C(CSPMD_LT_V), C(CSPMD_LT_V)), 0);
+    ck_assert_int_eq(cspmd_coll_noop(bc, C(CSPMD_LT_P), C(CSPMD_LT_P)), 0);
+    ck_assert_int_eq(cspmd_coll_noop(bc, C(CSPMD_LT_R), C(CSPMD_LT_I)), 0);
+    /* every row: I -> I is a no-op exactly when its NOOP column admits one */
+#define ROW_NOOP(name, text, noop)                                                            \
+    ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_##name, C(CSPMD_LT_I), C(CSPMD_LT_I)),          \
+                     CSPMD_NOOP_##noop != CSPMD_NOOP_NEVER);
     CSPMD_COLL_LIST(ROW_NOOP)
 #undef ROW_NOOP
     ck_assert_int_eq(cspmd_coll_noop((cspmd_coll_t)CSPMD_COLL_COUNT, C(CSPMD_LT_I), C(CSPMD_LT_I)),
@@ -149,6 +157,14 @@ START_TEST(test_backward_step_shards_and_chunks)
     ck_assert_int_eq(sizes, CSPMD_COLL_SIZES_CHUNKS);
     /* ... unless it was given them. */
     ck_assert_int_eq(cspmd_coll_backward_step(&fwd, 1, &bwd, &sizes), CSPMD_OK);
+    ck_assert_int_eq(sizes, CSPMD_COLL_SIZES_SAME);
+    /* broadcast carries its root as dim_a, forward and back. */
+    fwd = step(CSPMD_COLL_BROADCAST, C(CSPMD_LT_V), C(CSPMD_LT_R), 3, 0);
+    ck_assert_int_eq(cspmd_coll_backward_step(&fwd, 0, &bwd, &sizes), CSPMD_OK);
+    ck_assert_int_eq(bwd.op, CSPMD_COLL_BROADCAST);
+    ck_assert_int_eq(bwd.src.ltype, CSPMD_LT_P);
+    ck_assert_int_eq(bwd.dst.ltype, CSPMD_LT_V);
+    ck_assert_int_eq(bwd.dim_a, 3);
     ck_assert_int_eq(sizes, CSPMD_COLL_SIZES_SAME);
     fwd = step(CSPMD_COLL_ALL_REDUCE, C(CSPMD_LT_R), C(CSPMD_LT_R), -1, -1);
     ck_assert_int_eq(cspmd_coll_backward_step(&fwd, 0, &bwd, &sizes), CSPMD_ERR_VALUE);

@@ -590,6 +590,32 @@ CASES["invariant_to_replicate"] = _alias("convert_I_R", I, R,
                                          lambda x, pg: spmd.invariant_to_replicate(x, pg))
 
 
+# --- broadcast (cspmd's own) ------------------------------------------------------
+
+
+def _broadcast(dst, root_of):
+    """broadcast(V -> dst) from root_of(ws): every rank gets root's x; the
+    gradient comes back to root only -- summed over the ranks for dst=R (a
+    P gradient), root's own for dst=I -- and zeros elsewhere."""
+    def make(ws):
+        root = root_of(ws)
+        return Case(V, dst, const((2, 3)),
+                    lambda x, pg: spmd.broadcast(x, pg, root=root, src=V, dst=dst),
+                    lambda xs, r: xs[root],
+                    lambda gs, r: zeros_but((2, 3), r, root,
+                                            total(gs) if dst is R else gs[root]))
+    return make
+
+
+CASES["broadcast_V_R"] = _broadcast(R, lambda ws: ws - 1)
+CASES["broadcast_V_R_root0"] = _broadcast(R, lambda ws: 0)
+CASES["broadcast_V_I"] = _broadcast(I, lambda ws: 1)
+for _n, _t in {"R_R": R, "I_I": I}.items():  # the value is everywhere already
+    CASES["broadcast_noop_" + _n] = (lambda t: lambda ws: Case(
+        t, t, const((2, 4)), lambda x, pg: spmd.broadcast(x, pg, root=1, src=t, dst=t),
+        ident_fwd, own_grad, same_object=True))(_t)
+
+
 # ----------------------------------------------------------------------------------
 # The per-rank runner
 # ----------------------------------------------------------------------------------
@@ -832,6 +858,41 @@ def bad_convert_shard_dim_change(rank, ws, pg, typed):
     _raises(ValueError, lambda: spmd.convert(x, pg, src=S(0), dst=S(1)),
             "convert(S(0), S(1)) cannot change the shard dimension without communication. "
             "Use all_to_all() instead.")
+
+
+@extra
+def broadcast_double_backward(rank, ws, pg, typed):
+    # broadcast's backward is a broadcast call of its own (P -> V, summing
+    # onto root), so the gradient of the gradient is broadcast(V -> R) again
+    xs = [X(s, (2, 3)) for s in range(ws)]
+    x = xs[rank].clone().requires_grad_()
+    gs = [G(s, (2, 3)) for s in range(ws)]
+    g = gs[rank].clone().requires_grad_()
+    if typed:
+        spmd.assert_type(x, {pg: V})
+        spmd.assert_type(g, {pg: P})
+    with _typecheck(typed):
+        y = spmd.broadcast(x, pg, root=1, src=V, dst=R)
+        (gx,) = torch.autograd.grad(y, x, g, create_graph=True)
+        h = X(rank, (2, 3), base=7.0)
+        if typed:
+            spmd.assert_type(h, {pg: V})
+        (gg,) = torch.autograd.grad(gx, g, h)
+    _eq("gradient", gx.detach(), zeros_but((2, 3), rank, 1, total(gs)))
+    _eq("gradient of the gradient", gg.detach(), X(1, (2, 3), base=7.0))
+    if typed:
+        assert _axis_type(gx, pg) is V and _axis_type(gg, pg) is R
+
+
+@extra
+def bad_broadcast_root(rank, ws, pg, typed):
+    x = X(rank, (2, 3))
+    msg = (f"broadcast: root={ws} is out of range for an axis group of {ws} ranks "
+           f"(expected 0..{ws - 1}")
+    _raises(ValueError, lambda: spmd.broadcast(x, pg, root=ws, src=V, dst=R), msg)
+    _raises(ValueError, lambda: spmd.broadcast(x, pg, root=-1, src=V, dst=R), "root=-1")
+    _raises(ValueError, lambda: spmd.broadcast(x, pg, root=ws, src=R, dst=R), msg)
+    _raises(TypeError, lambda: spmd.broadcast(x, pg, root=1.0, src=V, dst=R), "root")
 
 
 @extra

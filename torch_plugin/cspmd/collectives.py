@@ -27,7 +27,7 @@ from .mesh import MeshAxis, process_group_for
 from .types import I, P, PerMeshAxisLocalSpmdType, R, Shard, V
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "reinterpret", "convert",
-           "redistribute", "shard", "unshard", "invariant_to_replicate"]
+           "redistribute", "shard", "unshard", "invariant_to_replicate", "broadcast"]
 
 
 # The dtypes the options accept, with torch's code for each (read from
@@ -222,7 +222,7 @@ def _shard_range_error_order(op, src, dst, x, expert):
 
 
 def _run(fn, op, x, axis, src, dst, *, dims=(None, None), dim_names=("dim", "dim"),
-         ndim_extra=0, sizes_a=None,
+         ndim_extra=0, root=None, sizes_a=None,
          sizes_b=None, op_dtype=None, out_dtype=None, backward_options=None, expert=False,
          inplace=False):
     _check_tensor(x, fn)
@@ -236,7 +236,9 @@ def _run(fn, op, x, axis, src, dst, *, dims=(None, None), dim_names=("dim", "dim
         dtypes, bad_options = _NO_DTYPES, ""
     else:
         dtypes, bad_options = _dtypes(op_dtype, out_dtype, backward_options)
-    if dims[0] is None and dims[1] is None:
+    if root is not None:  # broadcast's root rides where a dim would
+        dim_list = [root, -1]
+    elif dims[0] is None and dims[1] is None:
         dim_list = _NO_DIMS
     else:
         nd = x.dim() + ndim_extra
@@ -476,3 +478,32 @@ def invariant_to_replicate(x: torch.Tensor, axis: Any, *, op_dtype: Optional[tor
     return _run("invariant_to_replicate", COLL.INVARIANT_TO_REPLICATE, x, axis, I, R,
                 op_dtype=op_dtype, out_dtype=out_dtype, backward_options=backward_options,
                 expert=True)
+
+
+@api_boundary
+def broadcast(x: torch.Tensor, axis: Any, *, root: int = 0, src: Any = V, dst: Any = R,
+              op_dtype: Optional[torch.dtype] = None, out_dtype: Optional[torch.dtype] = None,
+              async_op: bool = False,
+              backward_options: Optional[Dict[str, Any]] = None) -> torch.Tensor:
+    """Copy the value of rank ``root`` of ``axis`` (its index within the
+    axis group) to every rank of the axis: V -> R (backward: the gradient
+    is summed onto root, zeros elsewhere) or V -> I (backward: root keeps
+    its gradient, zeros elsewhere).  ``src=dst=R`` or ``I`` is the input
+    itself: such a value is the same on every rank already.  cspmd's own
+    (``spmd_types`` has no broadcast).
+
+    >>> y = broadcast(x, dp, root=0, src=V, dst=R)  # doctest: +SKIP
+    """
+    _check_tensor(x, "broadcast")
+    if not isinstance(root, int) or isinstance(root, bool):
+        raise TypeError(f"broadcast: root must be an int (a rank's index within the axis "
+                        f"group), got {root!r}")
+    pg = process_group_for(axis)
+    if not torch.compiler.is_compiling():  # (Dynamo cannot trace calls into _C)
+        size = pg.size() if callable(getattr(pg, "size", None)) else None
+        if isinstance(size, int):
+            _ops.coll_root_check(root, size)
+    if _is_noop(COLL.BROADCAST, x, src, dst):
+        return _unchanged("broadcast", x, axis, src, dst)
+    return _run("broadcast", COLL.BROADCAST, x, axis, src, dst, root=root, op_dtype=op_dtype,
+                out_dtype=out_dtype, backward_options=backward_options)
