@@ -59,15 +59,19 @@ def test_collectives_exported_from_one_list():
 
 def test_noop_table_covers_every_collective():
     # the front's no-op table is read from the core for every row of
-    # CSPMD_COLL_LIST; a RETYPE row (last column 1) is a no-op between equal types
+    # CSPMD_COLL_LIST; a row's NOOP column says which equal pairs change
+    # nothing: NEVER none, EQUAL every one, REPLICATED R -> R and I -> I
     from cspmd import collectives
     with open(os.path.join(ROOT, "include", "cspmd.h")) as f:
         body = re.search(r"#define CSPMD_COLL_LIST\(X\)(.*?)\n\n", f.read(), re.S).group(1)
-    rows = re.findall(r'X\((\w+), "\w+", ([01])\)', body)
+    rows = re.findall(r'X\((\w+), "\w+", (\w+)\)', body)
     assert len(rows) == len(vars(_codes.COLL))
-    for name, retype in rows:
+    admits = {"NEVER": set(), "EQUAL": {"R", "I", "V", "P"}, "REPLICATED": {"R", "I"}}
+    for name, noop in rows:
         op = getattr(_codes.COLL, name)
-        assert collectives._NOOP[op, _codes.LT.I, _codes.LT.I, False] is (retype == "1")
+        for lt in ("R", "I", "V", "P"):
+            code = getattr(_codes.LT, lt)
+            assert collectives._NOOP[op, code, code, False] is (lt in admits[noop]), (name, lt)
 
 
 def test_split_tables_come_from_the_core():

@@ -146,6 +146,9 @@ PAIRS = {
     "unshard_S1_I": (S(1), I, (2, 3), lambda x, g: spmd.unshard(x, g, src=S(1), dst=I), (2, 12)),
     "invariant_to_replicate": (I, R, (2, 3), lambda x, g: spmd.invariant_to_replicate(x, g),
                                (2, 3)),
+    "broadcast_V_R": (V, R, (2, 3), lambda x, g: spmd.broadcast(x, g, root=3, src=V, dst=R),
+                      (2, 3)),
+    "broadcast_V_I": (V, I, (2, 3), lambda x, g: spmd.broadcast(x, g, src=V, dst=I), (2, 3)),
 }
 
 
@@ -896,7 +899,8 @@ def test_meta_all_reduce(tp):
 
 @pytest.mark.parametrize("name", ["all_reduce_P_I", "all_gather_S0_R", "all_gather_V_I",
                                   "reduce_scatter_P_S0", "reduce_scatter_P_V",
-                                  "all_to_all_S0_S1", "convert_R_S0", "convert_V_P"])
+                                  "all_to_all_S0_S1", "convert_R_S0", "convert_V_P",
+                                  "broadcast_V_R"])
 def test_meta_shapes(name, tp):
     _, _, shape, call, out_shape = PAIRS[name]
     y = call(torch.empty(*shape, device="meta"), tp)

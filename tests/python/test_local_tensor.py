@@ -111,7 +111,7 @@ def run_case(mode, mesh, name, axis):
 TP_CASES = ["all_reduce_P_R", "all_gather_V_I_dim1", "all_gather_uneven_S1_R",
             "reduce_scatter_P_S1", "reduce_scatter_uneven_S0", "all_to_all_S0_S1",
             "convert_R_S0_torch_chunk_sizing", "convert_R_V", "convert_I_P", "convert_S1_P",
-            "convert_V_P", "reinterpret_R_I", "redistribute_P_V"]
+            "convert_V_P", "reinterpret_R_I", "redistribute_P_V", "broadcast_V_R"]
 
 
 @pytest.mark.parametrize("name", CASES)
