@@ -67,11 +67,12 @@ def test_replicated_input_is_returned_itself(t, tp, checked):
            "change between R and I."),
 ])
 def test_rejected_pairs(src, dst, msg, tp, checked):
-    x = make({"dp": R, "tp": V if src in (V, P) or isinstance(src, S) else src})
+    t = V if isinstance(src, S) else src
+    x = make({"dp": R, "tp": t}, (2, 4))
     with pytest.raises(ValueError) as e:
         spmd.broadcast(x, tp, src=src, dst=dst)
     assert str(e.value).split("\n")[0].startswith(msg)
-    assert ltype(x)["mesh_tp"] in ("V", src.name if not isinstance(src, S) else "V")
+    assert ltype(x) == {"mesh_dp": "R", "mesh_tp": t.name}  # bad input changes nothing
 
 
 @pytest.mark.parametrize("root", [4, -1, 100])
