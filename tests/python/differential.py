@@ -20,6 +20,7 @@ collectives move shards; tests/python/test_differential_global.py runs them.
 
 import random
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -155,20 +156,28 @@ def _collective(lib, name, arg, x):
 
 
 # ---- generation ----------------------------------------------------------------
+#
+# Both modes draw a program the same way (_draw); a _Draws says what differs:
+# the fresh tensors' types, a collective's src / dst, a typed Scalar's
+# letters, and how often a collective or a closing backward comes.
 
-def generate(seed, n_steps=8):
-    rng = random.Random(seed)
+@dataclass(frozen=True)
+class _Draws:
+    rng_seed: Callable   # the seed -> the seed of the program's Random
+    fresh: Callable      # (rng, axes) -> a fresh step's arg
+    coll_until: float    # a step is a collective when 0.15 <= r < coll_until
+    coll_type: Callable  # rng -> a collective's src or dst
+    scalar_letters: str  # a typed Scalar's local types
+    backward_p: float    # how often the program ends with a backward
+
+
+def _draw(draws, seed, n_steps):
+    rng = random.Random(draws.rng_seed(seed))
     axes = ("dp", "tp") if rng.random() < 0.75 else ("tp",)
     prog = Program(seed, axes, grad_mode=rng.random() < 0.85)
 
     def fresh():
-        types = []
-        for ax in axes:
-            if rng.random() < 0.03:
-                continue  # an axis left out: strict mode rejects its use
-            r = rng.random()
-            types.append((ax, "S0" if r < 0.08 else rng.choice(LETTERS)))
-        prog.steps.append(Step("fresh", "assert_type", (), (tuple(types), rng.random() < 0.5)))
+        prog.steps.append(Step("fresh", "assert_type", (), draws.fresh(rng, axes)))
 
     def pick(n):
         return tuple(rng.randrange(1 << 30) for _ in range(n))
@@ -179,19 +188,18 @@ def generate(seed, n_steps=8):
         r = rng.random()
         if r < 0.15:
             fresh()
-        elif r < 0.45:
+        elif r < draws.coll_until:
             name = rng.choice(COLLS)
             ax = rng.choice(axes)
-            src, dst = rng.choice(LETTERS + "S"), rng.choice(LETTERS + "S")
-            src, dst = ("S0" if src == "S" else src), ("S0" if dst == "S" else dst)
+            src, dst = draws.coll_type(rng), draws.coll_type(rng)
             prog.steps.append(Step("coll", name, pick(1), (ax, src, dst, rng.random() < 0.5)))
         else:
             name = rng.choice(sorted(OPS))
             arg = None
             if name.endswith("_scalar"):
-                arg = tuple((ax, rng.choice(LETTERS)) for ax in axes)
+                arg = tuple((ax, rng.choice(draws.scalar_letters)) for ax in axes)
             prog.steps.append(Step("op", name, pick(OPS[name][0]), arg))
-    if rng.random() < 0.5:
+    if rng.random() < draws.backward_p:
         # a loss: the picked tensor summed and, per axis, reinterpreted or
         # converted to P or left as it is; then backward
         fixes = tuple((ax, rng.choice(("none", "reinterpret", "convert"))) for ax in axes)
@@ -199,61 +207,60 @@ def generate(seed, n_steps=8):
     return prog
 
 
+def _fresh_local(rng, axes):
+    types = []
+    for ax in axes:
+        if rng.random() < 0.03:
+            continue  # an axis left out: strict mode rejects its use
+        r = rng.random()
+        types.append((ax, "S0" if r < 0.08 else rng.choice(LETTERS)))
+    return tuple(types), rng.random() < 0.5
+
+
+def _coll_type_local(rng):
+    letter = rng.choice(LETTERS + "S")
+    return "S0" if letter == "S" else letter
+
+
+LOCAL_DRAWS = _Draws(rng_seed=lambda seed: seed, fresh=_fresh_local, coll_until=0.45,
+                     coll_type=_coll_type_local, scalar_letters=LETTERS, backward_p=0.5)
+
+
+def generate(seed, n_steps=8):
+    """A program for local mode, drawn from seed."""
+    return _draw(LOCAL_DRAWS, seed, n_steps)
+
+
 # Global mode's fresh tensors: per axis R, I, P, S(0), S(1) or (rarely) V
 # with no spec, which global mode refuses; now and then one spec entry
 # naming both axes, in either order.
 GLOBAL_LETTERS = ("R", "I", "P", "S0", "S1", "S0", "S1")
+GLOBAL_COLL_TYPES = ("R", "I", "V", "P", "S0", "S1")
+
+
+def _fresh_global(rng, axes):
+    grad = rng.random() < 0.5
+    if len(axes) == 2 and rng.random() < 0.12:
+        order = ("dp", "tp") if rng.random() < 0.7 else ("tp", "dp")
+        return tuple((ax, "V") for ax in axes), grad, (order, rng.randrange(2))
+    types = []
+    for ax in axes:
+        r = rng.random()
+        letter = "V" if r < 0.03 else rng.choice(GLOBAL_LETTERS)
+        if letter in ("S0", "S1") and any(c == letter for _, c in types):
+            letter = "R"  # one axis per dim without an explicit spec
+        types.append((ax, letter))
+    return tuple(types), grad
+
+
+GLOBAL_DRAWS = _Draws(rng_seed=lambda seed: f"global-{seed}", fresh=_fresh_global,
+                      coll_until=0.4, coll_type=lambda rng: rng.choice(GLOBAL_COLL_TYPES),
+                      scalar_letters="RIP", backward_p=0.4)
 
 
 def generate_global(seed, n_steps=8):
     """A program for global mode, drawn from seed as generate() draws one."""
-    rng = random.Random(f"global-{seed}")
-    axes = ("dp", "tp") if rng.random() < 0.75 else ("tp",)
-    prog = Program(seed, axes, grad_mode=rng.random() < 0.85)
-
-    def fresh():
-        grad = rng.random() < 0.5
-        if len(axes) == 2 and rng.random() < 0.12:
-            order = ("dp", "tp") if rng.random() < 0.7 else ("tp", "dp")
-            types = tuple((ax, "V") for ax in axes)
-            prog.steps.append(Step("fresh", "assert_type", (), (types, grad, (order, rng.randrange(2)))))
-            return
-        types = []
-        for ax in axes:
-            r = rng.random()
-            letter = "V" if r < 0.03 else rng.choice(GLOBAL_LETTERS)
-            if letter in ("S0", "S1") and any(c == letter for _, c in types):
-                letter = "R"  # one axis per dim without an explicit spec
-            types.append((ax, letter))
-        prog.steps.append(Step("fresh", "assert_type", (), (tuple(types), grad)))
-
-    def pick(n):
-        return tuple(rng.randrange(1 << 30) for _ in range(n))
-
-    for _ in range(2 + rng.randrange(2)):
-        fresh()
-    for _ in range(n_steps):
-        r = rng.random()
-        if r < 0.15:
-            fresh()
-        elif r < 0.4:
-            name = rng.choice(COLLS)
-            ax = rng.choice(axes)
-            src, dst = rng.choice(GLOBAL_COLL_TYPES), rng.choice(GLOBAL_COLL_TYPES)
-            prog.steps.append(Step("coll", name, pick(1), (ax, src, dst, rng.random() < 0.5)))
-        else:
-            name = rng.choice(sorted(OPS))
-            arg = None
-            if name.endswith("_scalar"):
-                arg = tuple((ax, rng.choice("RIP")) for ax in axes)
-            prog.steps.append(Step("op", name, pick(OPS[name][0]), arg))
-    if rng.random() < 0.4:
-        fixes = tuple((ax, rng.choice(("none", "reinterpret", "convert"))) for ax in axes)
-        prog.steps.append(Step("backward", "backward", pick(1), fixes))
-    return prog
-
-
-GLOBAL_COLL_TYPES = ("R", "I", "V", "P", "S0", "S1")
+    return _draw(GLOBAL_DRAWS, seed, n_steps)
 
 
 # ---- running -----------------------------------------------------------------

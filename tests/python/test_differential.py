@@ -14,70 +14,24 @@ command (it prints the agreement rate that docs/differences.md reports):
 CSPMD_DIFF_SEED picks the first seed (default 0).
 """
 
-import collections
 import os
-import re
-
-import pytest
 
 import cspmd as spmd
 import differential
-import reference
+from differential_driver import LOCAL, check_slice, doc_markers
 
 PROGRAMS = int(os.environ.get("CSPMD_DIFF_PROGRAMS", "300"))
 FIRST_SEED = int(os.environ.get("CSPMD_DIFF_SEED", "0"))
-DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "differences.md")
-
-
-def doc_markers():
-    with open(DOC) as f:
-        return set(re.findall(r"<!-- differential: ([a-z0-9-]+) -->", f.read()))
 
 
 def test_every_explanation_is_documented_and_every_marker_used():
-    markers = doc_markers()
+    markers = doc_markers("differential")
     assert set(differential.EXPLAINED) - markers == set(), "explanations missing in differences.md"
     assert markers - set(differential.EXPLAINED) == set(), "markers with no explanation in the test"
 
 
-def compare(mesh, seeds):
-    """(stats, failures): per-program outcomes and the unexplained ones."""
-    ref = reference.load()
-    reference.load("spmd_types.checker")
-    markers = doc_markers()
-    stats = collections.Counter()
-    failures = []
-    for seed in seeds:
-        prog = differential.generate(seed)
-        mine = differential.run(spmd, mesh, prog)
-        theirs = differential.run(ref, mesh, prog)
-        stats["steps"] += len(mine)
-        stats["rejected steps"] += sum(not (o.result.startswith("{") or o.result == "ok")
-                                       for o in mine)
-        i = differential.first_disagreement(mine, theirs)
-        if i is None:
-            stats["agree"] += 1
-            continue
-        why = [m for m in differential.explain(prog, i, mine, theirs) if m in markers]
-        if why:
-            stats[why[0]] += 1
-            continue
-        failures.append(f"{differential.render(prog, mine, i)}\n"
-                        f"    cspmd:     {mine[i].result} {mine[i].error}\n"
-                        f"    reference: {theirs[i].result} {theirs[i].error}\n"
-                        f"    operands after: cspmd {mine[i].after}, reference {theirs[i].after}")
-    return stats, failures
-
-
 def test_random_programs_agree_with_the_reference(mesh):
-    stats, failures = compare(mesh, range(FIRST_SEED, FIRST_SEED + PROGRAMS))
-    rate = stats["agree"] / PROGRAMS
-    print(f"\n{PROGRAMS} programs from seed {FIRST_SEED}: {rate:.1%} agree step for step; "
-          f"explained: { {k: v for k, v in stats.items() if k in differential.EXPLAINED} }; "
-          f"unexplained: {len(failures)}; {stats['steps']} steps, "
-          f"{stats['rejected steps']} rejected")
-    assert not failures, (f"{len(failures)} unexplained disagreement(s) with spmd_types 0.3.1 "
-                          f"(first 3):\n\n" + "\n\n".join(failures[:3]))
+    stats, rate = check_slice(mesh, LOCAL, PROGRAMS, FIRST_SEED)
     # the programs exercise both sides of the rules
     assert stats["steps"] > 5 * PROGRAMS
     assert 0.2 < stats["rejected steps"] / stats["steps"] < 0.8

@@ -15,69 +15,25 @@ A fast slice (120 programs) runs by default.  The long run:
 CSPMD_DIFF_GLOBAL_SEED picks the first seed (default 0).
 """
 
-import collections
 import os
-import re
 
 import torch
 
 import cspmd as spmd
 import differential
-import reference
 from cspmd import I, P, S
+from differential_driver import GLOBAL, check_slice, doc_markers
 
 PROGRAMS = int(os.environ.get("CSPMD_DIFF_GLOBAL_PROGRAMS", "120"))
 FIRST_SEED = int(os.environ.get("CSPMD_DIFF_GLOBAL_SEED", "0"))
-DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "differences.md")
-
-
-def doc_markers():
-    with open(DOC) as f:
-        return set(re.findall(r"<!-- differential-global: ([a-z0-9-]+) -->", f.read()))
-
-
-def compare(mesh, seeds):
-    ref = reference.load()
-    reference.load("spmd_types.checker")
-    markers = doc_markers() | set(differential.EXPLAINED)
-    typed = differential._typed
-    stats = collections.Counter()
-    failures = []
-    for seed in seeds:
-        prog = differential.generate_global(seed)
-        mine = differential.run(spmd, mesh, prog, local=False)
-        theirs = differential.run(ref, mesh, prog, local=False)
-        stats["steps"] += len(mine)
-        stats["rejected steps"] += sum(not (typed(o.result) or o.result == "ok") for o in mine)
-        i = differential.first_disagreement(mine, theirs)
-        if i is None:
-            stats["agree"] += 1
-            continue
-        why = [m for m in differential.explain_global(prog, i, mine, theirs) if m in markers]
-        if why:
-            stats[why[0]] += 1
-            continue
-        failures.append(f"{differential.render(prog, mine, i)}\n"
-                        f"    cspmd:     {mine[i].result} {mine[i].error}\n"
-                        f"    reference: {theirs[i].result} {theirs[i].error}\n"
-                        f"    operands after: cspmd {mine[i].after}, reference {theirs[i].after}")
-    return stats, failures
 
 
 def test_every_global_explanation_is_documented_and_every_marker_used():
-    assert set(differential.EXPLAINED_GLOBAL) == doc_markers()
+    assert set(differential.EXPLAINED_GLOBAL) == doc_markers("differential-global")
 
 
 def test_random_global_programs_agree_with_the_reference(mesh):
-    stats, failures = compare(mesh, range(FIRST_SEED, FIRST_SEED + PROGRAMS))
-    rate = stats["agree"] / PROGRAMS
-    known = set(differential.EXPLAINED_GLOBAL) | set(differential.EXPLAINED)
-    print(f"\n{PROGRAMS} global-mode programs from seed {FIRST_SEED}: {rate:.1%} agree step for "
-          f"step; explained: { {k: v for k, v in stats.items() if k in known} }; "
-          f"unexplained: {len(failures)}; {stats['steps']} steps, "
-          f"{stats['rejected steps']} rejected")
-    assert not failures, (f"{len(failures)} unexplained disagreement(s) with spmd_types 0.3.1 "
-                          f"in global mode (first 3):\n\n" + "\n\n".join(failures[:3]))
+    stats, rate = check_slice(mesh, GLOBAL, PROGRAMS, FIRST_SEED)
     assert stats["steps"] > 4 * PROGRAMS
     assert 0.2 < stats["rejected steps"] / stats["steps"] < 0.9
     assert rate > 0.5
