@@ -521,6 +521,37 @@ static uint32_t tp_split_of(cspmd_type_t t, int *dim)
     return 0;
 }
 
+/* A 1-D tensor of 48 elements typed t. */
+static cspmd_gtensor_t flat_48(cspmd_type_t t)
+{
+    cspmd_gtensor_t x;
+    memset(&x, 0, sizeof x);
+    x.type = t;
+    x.ndim = 1;
+    x.sizes[0] = 48;
+    return x;
+}
+
+/* view(x, (4, 12)) of a 48-long x typed t: the result's type; tp's dim and
+ * stride in *dim, *split. */
+static cspmd_type_t view_48_back(cspmd_type_t t, int *dim, uint32_t *split)
+{
+    cspmd_gtensor_t x = flat_48(t);
+    cspmd_garg_t args[2];
+    memset(args, 0, sizeof args);
+    args[0].n = CSPMD_GARG_OTHER;
+    args[1].n = 2;
+    args[1].v[0] = 4;
+    args[1].v[1] = 12;
+    cspmd_gcall_t call = {"aten::view", 1, &x, 2, args, 1};
+    cspmd_type_t outs[CSPMD_MAX_RESULTS];
+    ck_assert_int_eq(cspmd_global_infer(cspmd_shard_rule_find("aten::view", ""), &call,
+                                        ty(LR, LV), outs),
+                     CSPMD_OK);
+    *split = tp_split_of(outs[0], dim);
+    return outs[0];
+}
+
 START_TEST(test_view_merge_behind_makes_a_strided_shard)
 {
     cspmd_type_t merged = 0, back = 0, sum = 0;
@@ -544,28 +575,14 @@ START_TEST(test_view_merge_behind_makes_a_strided_shard)
     ck_assert_int_eq(cspmd_global_coll("all_gather", TP, s0, r, merged, ty(LR, LR), 1, &coll),
                      CSPMD_ERR_SPMD_TYPE);
     /* split back at the chunk boundary: ordinary on dim 1 again */
-    cspmd_gtensor_t x;
-    memset(&x, 0, sizeof x);
-    x.type = merged;
-    x.ndim = 1;
-    x.sizes[0] = 48;
-    cspmd_garg_t args[2];
-    memset(args, 0, sizeof args);
-    args[0].n = CSPMD_GARG_OTHER;
-    args[1].n = 2;
-    args[1].v[0] = 4;
-    args[1].v[1] = 12;
-    cspmd_gcall_t call = {"aten::view", 1, &x, 2, args, 1};
-    cspmd_type_t outs[CSPMD_MAX_RESULTS];
-    ck_assert_int_eq(cspmd_global_infer(cspmd_shard_rule_find("aten::view", ""), &call,
-                                        ty(LR, LV), outs),
-                     CSPMD_OK);
-    back = outs[0];
-    ck_assert_uint_eq(tp_split_of(back, &dim), 0);
+    uint32_t split = 99;
+    back = view_48_back(merged, &dim, &split);
+    ck_assert_uint_eq(split, 0);
     ck_assert_int_eq(dim, 1);
     ck_assert_int_eq(back, gty(LR, LV, 2, 1, -1));
     /* a pointwise op keeps the stride when its operands share it ... */
-    cspmd_gtensor_t two[2] = {x, x};
+    cspmd_gtensor_t two[2] = {flat_48(merged), flat_48(merged)};
+    cspmd_type_t outs[CSPMD_MAX_RESULTS];
     cspmd_gcall_t add = {"aten::add", 2, two, 0, NULL, 1};
     ck_assert_int_eq(cspmd_global_infer(cspmd_shard_rule_find("aten::add", "Tensor"), &add,
                                         ty(LR, LV), outs),
@@ -580,28 +597,6 @@ START_TEST(test_view_merge_behind_makes_a_strided_shard)
     ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "sharded in different strides (4 and 1)"));
 }
 END_TEST
-
-/* view(x, (4, 12)) of a 48-long x typed t: tp's dim and stride in *dim, *split. */
-static void view_48_back(cspmd_type_t t, int *dim, uint32_t *split)
-{
-    cspmd_gtensor_t x;
-    memset(&x, 0, sizeof x);
-    x.type = t;
-    x.ndim = 1;
-    x.sizes[0] = 48;
-    cspmd_garg_t args[2];
-    memset(args, 0, sizeof args);
-    args[0].n = CSPMD_GARG_OTHER;
-    args[1].n = 2;
-    args[1].v[0] = 4;
-    args[1].v[1] = 12;
-    cspmd_gcall_t call = {"aten::view", 1, &x, 2, args, 1};
-    cspmd_type_t outs[CSPMD_MAX_RESULTS];
-    ck_assert_int_eq(cspmd_global_infer(cspmd_shard_rule_find("aten::view", ""), &call,
-                                        ty(LR, LV), outs),
-                     CSPMD_OK);
-    *split = tp_split_of(outs[0], dim);
-}
 
 /* The global memo keys on operand type ids; a strided shard's factor is
  * part of the interned spec, so calls that differ only in it (same rule,
