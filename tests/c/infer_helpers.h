@@ -1,4 +1,4 @@
-/* Helpers shared by test_infer.c, test_rules.c and test_coll.c: two named
+/* Helpers shared by the core suites (test_infer.c, test_global.c, ...): two named
  * axes dp = 2:4 (outer) and tp = 4:1 (inner), type and operand builders. */
 #ifndef CSPMD_TEST_INFER_HELPERS_H
 #define CSPMD_TEST_INFER_HELPERS_H
@@ -57,8 +57,9 @@ static inline void h_global_teardown(void)
     h_teardown();
 }
 
-/* A type with the given local types on dp and tp (NONE = absent). */
-static inline cspmd_type_t ty(cspmd_ltype_t dp, cspmd_ltype_t tp)
+/* A type with the given local types on dp and tp (NONE = absent) and the
+ * partition spec *spec (NULL: none). */
+static inline cspmd_type_t ty_spec(cspmd_ltype_t dp, cspmd_ltype_t tp, const cspmd_spec_t *spec)
 {
     cspmd_axis_t ax[2];
     cspmd_ltype_t lt[2];
@@ -71,11 +72,17 @@ static inline cspmd_type_t ty(cspmd_ltype_t dp, cspmd_ltype_t tp)
         ax[n] = TP;
         lt[n++] = tp;
     }
-    if (n == 0)
+    if (n == 0 && spec == NULL)
         return CSPMD_TYPE_EMPTY;
     cspmd_type_t t = 0;
-    ck_assert_int_eq(cspmd_type_make(ax, lt, n, NULL, &t), CSPMD_OK);
+    ck_assert_msg(cspmd_type_make(ax, lt, n, spec, &t) == CSPMD_OK, "%s", cspmd_last_error());
     return t;
+}
+
+/* A type with the given local types on dp and tp (NONE = absent). */
+static inline cspmd_type_t ty(cspmd_ltype_t dp, cspmd_ltype_t tp)
+{
+    return ty_spec(dp, tp, NULL);
 }
 
 /* A type on tp only. */

@@ -9,8 +9,6 @@
 /* dp, tp local types plus "tp shards dim d" (d < 0: no spec) on ndim dims. */
 static cspmd_type_t gty(cspmd_ltype_t dp, cspmd_ltype_t tp, int ndim, int tp_dim, int dp_dim)
 {
-    cspmd_axis_t ax[2] = {DP, TP};
-    cspmd_ltype_t lt[2] = {dp, tp};
     cspmd_spec_t spec;
     memset(&spec, 0, sizeof spec);
     spec.ndim = (int8_t)ndim;
@@ -18,11 +16,7 @@ static cspmd_type_t gty(cspmd_ltype_t dp, cspmd_ltype_t tp, int ndim, int tp_dim
         spec.entry[dp_dim][spec.nentry[dp_dim]++] = DP;
     if (tp_dim >= 0)
         spec.entry[tp_dim][spec.nentry[tp_dim]++] = TP;
-    cspmd_type_t t = 0;
-    ck_assert_msg(cspmd_type_make(ax, lt, 2, tp_dim >= 0 || dp_dim >= 0 ? &spec : NULL, &t) ==
-                      CSPMD_OK,
-                  "%s", cspmd_last_error());
-    return t;
+    return ty_spec(dp, tp, tp_dim >= 0 || dp_dim >= 0 ? &spec : NULL);
 }
 
 static cspmd_gtensor_t gt(cspmd_type_t t, int64_t a, int64_t b)

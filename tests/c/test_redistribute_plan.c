@@ -19,21 +19,7 @@ static cspmd_type_t T(cspmd_ltype_t dp, cspmd_ltype_t tp, const char *d0, const 
             s.entry[d][s.nentry[d]++] = *c == 'd' ? DP : TP;
             any = 1;
         }
-    cspmd_axis_t ax[2];
-    cspmd_ltype_t lt[2];
-    int n = 0;
-    if (dp != NONE) {
-        ax[n] = DP;
-        lt[n++] = dp;
-    }
-    if (tp != NONE) {
-        ax[n] = TP;
-        lt[n++] = tp;
-    }
-    cspmd_type_t t = 0;
-    ck_assert_msg(cspmd_type_make(ax, lt, n, any ? &s : NULL, &t) == CSPMD_OK, "%s",
-                  cspmd_last_error());
-    return t;
+    return ty_spec(dp, tp, any ? &s : NULL);
 }
 
 /* The plan as text: "all_gather(tp, S(0)->R); ..." */
