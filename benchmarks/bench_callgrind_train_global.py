@@ -35,7 +35,7 @@ def main():
     cg.cg_start()
     for size, cfg in SIZES.items():
         for impl in IMPLS:
-            step = make_step(cspmd, dp, tp, cfg)
+            step = make_step(dp, tp, cfg)
             with ctx[impl]():
                 for _ in range(3):      # warm up
                     step()

@@ -3,8 +3,8 @@ cspmd local mode (typecheck()) vs cspmd global mode
 (typecheck(local=False)), implementations alternating in rounds, on the
 fake process group (dp 2 x tp 4).
 
-One step: w1 column- and w2 row-sharded on tp (S(1), S(0)), the batch
-sharded on dp (S(0)); forward relu(x @ w1) @ w2, all_reduce over tp
+One step (examples/tp_mlp_global.py): w1 column- and w2 row-sharded on tp
+(S(1), S(0)), the batch sharded on dp (S(0)); forward relu(x @ w1) @ w2, all_reduce over tp
 (P -> I), the loss all-reduced over dp, backward, each gradient
 all-reduced over dp, and an AdamW step (foreach).  The unchecked run
 executes the same program (same annotations and collectives) with no
@@ -17,10 +17,15 @@ Writes results/train_global.json.  Not a test.
 """
 
 import argparse
+import os
+import sys
 
 import torch
 
 import common
+
+sys.path.insert(0, os.path.join(common.ROOT, "examples"))
+from tp_mlp_global import annotate_weights, make_weights, train_step  # noqa: E402
 
 SIZES = {
     "tiny": dict(batch=8, hidden=16, ffn=32),
@@ -29,26 +34,17 @@ SIZES = {
 IMPLS = ["unchecked", "local", "global"]
 
 
-def make_step(spmd, dp, tp, cfg):
-    """One training step as a function of no arguments, and its state."""
-    from cspmd import P, R, I, S
+def make_step(dp, tp, cfg):
+    """One training step (examples/tp_mlp_global.py) as a function of no
+    arguments, and its state."""
     g = torch.Generator().manual_seed(0)
-    h, f = cfg["hidden"], cfg["ffn"]
-    w1 = torch.randn(h, f // 4, generator=g).requires_grad_()   # this rank's column shard
-    w2 = torch.randn(f // 4, h, generator=g).requires_grad_()   # this rank's row shard
-    x = torch.randn(cfg["batch"] // 2, h, generator=g)          # this rank's batch shard
+    w1, w2 = make_weights(cfg["hidden"], cfg["ffn"] // 4, generator=g)  # this rank's shards
+    x = torch.randn(cfg["batch"] // 2, cfg["hidden"], generator=g)     # this rank's batch shard
     opt = torch.optim.AdamW([w1, w2], lr=1e-3, foreach=True)
 
     def step():
-        spmd.assert_type(w1, {dp: R, tp: S(1)})
-        spmd.assert_type(w2, {dp: R, tp: S(0)})
-        spmd.assert_type(x, {dp: S(0), tp: R})
-        opt.zero_grad()
-        y = spmd.all_reduce(torch.relu(x @ w1) @ w2, tp, src=P, dst=I)
-        spmd.all_reduce(y.square().sum(), dp, src=P, dst=I).backward()
-        for w in (w1, w2):
-            w.grad = spmd.all_reduce(w.grad, dp, src=P, dst=R)
-        opt.step()
+        annotate_weights(dp, tp, w1, w2)
+        train_step(dp, tp, w1, w2, x, opt)
 
     return step
 
@@ -67,7 +63,7 @@ def main():
                                         cspmd.checker.typecheck()),
            "global": lambda: common.both(cspmd.set_current_mesh(mesh),
                                          cspmd.checker.typecheck(local=False))}
-    steps = {size: {impl: make_step(cspmd, dp, tp, cfg) for impl in IMPLS}
+    steps = {size: {impl: make_step(dp, tp, cfg) for impl in IMPLS}
              for size, cfg in SIZES.items()}
     for size in SIZES:                      # warm up (and fail early)
         for impl in IMPLS:

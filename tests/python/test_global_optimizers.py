@@ -5,12 +5,18 @@ must be sharded alike) and keeps its spec; the norm of a sharded tensor
 DTensorPropagationError, as in the reference (whose DTensor propagation
 gives a p-norm Partial that it refuses).  The steps give the same numbers as unchecked."""
 
+import os
+import sys
+
 import pytest
 import torch
 
 import cspmd as spmd
 from cspmd import I, P, R, S, SpmdTypeError
 from cspmd.checker import typecheck
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+from tp_mlp_global import annotate_weights, make_weights, train_step  # noqa: E402
 
 OPTIMIZERS = {
     "sgd": lambda ps, **kw: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01, **kw),
@@ -25,25 +31,17 @@ def _spec(*entries):
 
 
 def train(mesh, dp, tp, opt_name, impl, *, checked=True, steps=2):
-    """A tensor-parallel MLP (w1 column-, w2 row-sharded on tp, the batch
-    on dp) trained in global mode; returns the parameters and their specs."""
+    """The tensor-parallel MLP of examples/tp_mlp_global.py trained in
+    global mode; returns the parameters and their specs."""
     torch.manual_seed(0)
-    w1 = torch.randn(8, 16, requires_grad=True)
-    w2 = torch.randn(16, 8, requires_grad=True)
+    w1, w2 = make_weights(hidden=8, ffn_shard=16)
     xs = [torch.randn(4, 8) for _ in range(steps)]
     opt = OPTIMIZERS[opt_name]([w1, w2], **IMPLS[impl])
 
     def run():
-        spmd.assert_type(w1, {dp: R, tp: S(1)})
-        spmd.assert_type(w2, {dp: R, tp: S(0)})
+        annotate_weights(dp, tp, w1, w2)
         for x in xs:
-            spmd.assert_type(x, {dp: S(0), tp: R})
-            opt.zero_grad()
-            y = spmd.all_reduce(torch.relu(x @ w1) @ w2, tp, src=P, dst=I)
-            spmd.all_reduce(y.square().sum(), dp, src=P, dst=I).backward()
-            for w in (w1, w2):
-                w.grad = spmd.all_reduce(w.grad, dp, src=P, dst=R)
-            opt.step()
+            train_step(dp, tp, w1, w2, x, opt)
         return [spmd.get_partition_spec(t) for t in (w1, w2)]
 
     if checked:
