@@ -3,30 +3,9 @@
 #include <string.h>
 
 #include "cspmd.h"
+#include "ctype_helpers.h"
 #include "infer_helpers.h"
 #include "suites.h"
-
-static void setup(void)
-{
-    h_setup();
-}
-
-static void teardown(void)
-{
-    h_teardown();
-}
-
-static cspmd_ctype_t C(cspmd_ltype_t lt)
-{
-    cspmd_ctype_t t = {lt, -1};
-    return t;
-}
-
-static cspmd_ctype_t S(int d)
-{
-    cspmd_ctype_t t = {CSPMD_LT_V, d};
-    return t;
-}
 
 #define OK_(op, s, d, ex) ck_assert_msg(cspmd_coll_validate(op, s, d, ex) == CSPMD_OK, "%s", cspmd_last_error())
 #define BAD(op, s, d, ex, msg)                                         \
@@ -514,7 +493,7 @@ Suite *suite_coll(void)
 {
     Suite *s = suite_create("coll");
     TCase *tc = tcase_create("coll");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, h_setup, h_teardown);
     tcase_add_test(tc, test_all_reduce_validate);
     tcase_add_test(tc, test_all_gather_validate);
     tcase_add_test(tc, test_reduce_scatter_validate);

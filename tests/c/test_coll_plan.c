@@ -1,19 +1,8 @@
 /* Collective plans: no-op detection, torch.chunk sizing and the backward
  * call a forward call makes. */
 #include "cspmd.h"
+#include "ctype_helpers.h"
 #include "suites.h"
-
-static cspmd_ctype_t C(cspmd_ltype_t lt)
-{
-    cspmd_ctype_t t = {lt, -1};
-    return t;
-}
-
-static cspmd_ctype_t S(int d)
-{
-    cspmd_ctype_t t = {CSPMD_LT_V, d};
-    return t;
-}
 
 START_TEST(test_noop)
 {

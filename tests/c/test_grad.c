@@ -3,30 +3,9 @@
 #include <string.h>
 
 #include "cspmd.h"
+#include "ctype_helpers.h"
 #include "infer_helpers.h"
 #include "suites.h"
-
-static void setup(void)
-{
-    h_setup();
-}
-
-static void teardown(void)
-{
-    h_teardown();
-}
-
-static cspmd_ctype_t C(cspmd_ltype_t lt)
-{
-    cspmd_ctype_t t = {lt, -1};
-    return t;
-}
-
-static cspmd_ctype_t S(int d)
-{
-    cspmd_ctype_t t = {CSPMD_LT_V, d};
-    return t;
-}
 
 START_TEST(test_loss_check)
 {
@@ -310,7 +289,7 @@ Suite *suite_grad(void)
 {
     Suite *s = suite_create("grad");
     TCase *tc = tcase_create("grad");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, h_setup, h_teardown);
     tcase_add_test(tc, test_loss_check);
     tcase_add_test(tc, test_grad_duality);
     tcase_add_test(tc, test_grad_seed);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cspmd.h"
+#include "ctype_helpers.h"
 #include "infer_helpers.h"
 #include "suites.h"
 
@@ -162,18 +163,6 @@ START_TEST(test_einsum_linear_in)
     ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "linear_in=((0, 1),) for jointly linear"));
 }
 END_TEST
-
-static cspmd_ctype_t C(cspmd_ltype_t lt)
-{
-    cspmd_ctype_t t = {lt, -1};
-    return t;
-}
-
-static cspmd_ctype_t S(int d)
-{
-    cspmd_ctype_t t = {CSPMD_LT_V, d};
-    return t;
-}
 
 START_TEST(test_transition_types)
 {
