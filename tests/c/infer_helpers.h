@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "axis_helpers.h"
 #include "cspmd.h"
 #include "suites.h"
 
@@ -13,15 +14,6 @@
 #define LI CSPMD_LT_I
 #define LV CSPMD_LT_V
 #define LP CSPMD_LT_P
-
-static cspmd_axis_t DP, TP;
-
-static inline cspmd_axis_t h_axis(int64_t size, int64_t stride)
-{
-    cspmd_axis_t a = 0;
-    ck_assert_int_eq(cspmd_axis_intern(&size, &stride, 1, &a), CSPMD_OK);
-    return a;
-}
 
 static inline void h_setup(void)
 {

@@ -2,24 +2,9 @@
  * check, and a local type given with a partition spec. */
 #include <string.h>
 
+#include "axis_helpers.h"
 #include "cspmd.h"
 #include "suites.h"
-
-static cspmd_axis_t TP, DP;
-
-static void setup(void)
-{
-    cspmd_axis_names_reset();
-    int64_t s4 = 4, s2 = 2, st1 = 1, st4 = 4;
-    ck_assert_int_eq(cspmd_axis_intern(&s4, &st1, 1, &TP), CSPMD_OK);
-    ck_assert_int_eq(cspmd_axis_intern(&s2, &st4, 1, &DP), CSPMD_OK);
-    ck_assert_int_eq(cspmd_axis_name_add(TP, "tp"), CSPMD_OK);
-}
-
-static void teardown(void)
-{
-    cspmd_axis_names_reset();
-}
 
 START_TEST(test_name_keys)
 {
@@ -153,7 +138,7 @@ Suite *suite_annotation(void)
 {
     Suite *s = suite_create("annotation");
     TCase *tc = tcase_create("annotation");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, h_axes_tp_named, h_axes_reset); /* dp unnamed */
     tcase_add_test(tc, test_name_keys);
     tcase_add_test(tc, test_merge_conflicts);
     tcase_add_test(tc, test_spec_axes_must_be_varying);

@@ -1,23 +1,7 @@
 /* The partition spec of S(d) annotations (cspmd_spec_from_shards). */
+#include "axis_helpers.h"
 #include "cspmd.h"
 #include "suites.h"
-
-static cspmd_axis_t TP, DP;
-
-static void setup(void)
-{
-    cspmd_axis_names_reset();
-    int64_t s4 = 4, s2 = 2, st1 = 1, st4 = 4;
-    ck_assert_int_eq(cspmd_axis_intern(&s4, &st1, 1, &TP), CSPMD_OK);
-    ck_assert_int_eq(cspmd_axis_intern(&s2, &st4, 1, &DP), CSPMD_OK);
-    ck_assert_int_eq(cspmd_axis_name_add(TP, "tp"), CSPMD_OK);
-    ck_assert_int_eq(cspmd_axis_name_add(DP, "dp"), CSPMD_OK);
-}
-
-static void teardown(void)
-{
-    cspmd_axis_names_reset();
-}
 
 START_TEST(test_one_axis_per_dim)
 {
@@ -147,7 +131,7 @@ Suite *suite_shard_spec(void)
 {
     Suite *s = suite_create("shard_spec");
     TCase *tc = tcase_create("shard_spec");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, h_axes_named, h_axes_reset);
     tcase_add_test(tc, test_one_axis_per_dim);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_reports_the_first_dim_sharded_twice);

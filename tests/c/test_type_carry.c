@@ -2,26 +2,9 @@
  * the saved text form. */
 #include <string.h>
 
+#include "axis_helpers.h"
 #include "cspmd.h"
 #include "suites.h"
-
-static cspmd_axis_t TP, DP;
-
-static cspmd_axis_t ax1(int64_t size, int64_t stride)
-{
-    cspmd_axis_t a = 0;
-    ck_assert_int_eq(cspmd_axis_intern(&size, &stride, 1, &a), CSPMD_OK);
-    return a;
-}
-
-static void setup(void)
-{
-    cspmd_axis_names_reset();
-    TP = ax1(4, 1);
-    DP = ax1(2, 4);
-    ck_assert_int_eq(cspmd_axis_name_add(TP, "tp"), CSPMD_OK);
-    ck_assert_int_eq(cspmd_axis_name_add(DP, "dp"), CSPMD_OK);
-}
 
 static cspmd_type_t two(cspmd_ltype_t dp, cspmd_ltype_t tp, const cspmd_spec_t *spec)
 {
@@ -124,7 +107,7 @@ Suite *suite_type_carry(void)
 {
     Suite *s = suite_create("type_carry");
     TCase *tc = tcase_create("type_carry");
-    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_checked_fixture(tc, h_axes_named, NULL);
     tcase_add_test(tc, test_carry);
     tcase_add_test(tc, test_encode_decode_round_trip);
     tcase_add_test(tc, test_decode_errors);

@@ -2,26 +2,9 @@
  * after a write, and the type a view reads as once its base changed. */
 #include <string.h>
 
+#include "axis_helpers.h"
 #include "cspmd.h"
 #include "suites.h"
-
-static cspmd_axis_t TP, DP;
-
-static cspmd_axis_t ax1(int64_t size, int64_t stride)
-{
-    cspmd_axis_t a = 0;
-    ck_assert_int_eq(cspmd_axis_intern(&size, &stride, 1, &a), CSPMD_OK);
-    return a;
-}
-
-static void setup(void)
-{
-    cspmd_axis_names_reset();
-    TP = ax1(4, 1);
-    DP = ax1(2, 4);
-    ck_assert_int_eq(cspmd_axis_name_add(TP, "tp"), CSPMD_OK);
-    ck_assert_int_eq(cspmd_axis_name_add(DP, "dp"), CSPMD_OK);
-}
 
 static cspmd_type_t two(cspmd_ltype_t dp, cspmd_ltype_t tp)
 {
@@ -160,7 +143,7 @@ Suite *suite_view_rules(void)
 {
     Suite *s = suite_create("view_rules");
     TCase *tc = tcase_create("view_rules");
-    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_checked_fixture(tc, h_axes_named, NULL);
     tcase_add_test(tc, test_write_joins_per_axis);
     tcase_add_test(tc, test_write_refusals_name_op_axis_and_types);
     tcase_add_test(tc, test_write_into_no_type);
