@@ -8,8 +8,6 @@ instructions per op = (Ir(loop) - Ir(empty loop)) / N.  Writes
 results/callgrind.json (needs the dump files: --callgrind-out-file=DIR/cg).
 """
 
-import ctypes
-import os
 import sys
 
 import torch
@@ -21,12 +19,10 @@ OPS = ["add", "view", "layer_norm"]
 
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    out_prefix = sys.argv[2] if len(sys.argv) > 2 else None
     torch.set_num_threads(1)
     import cspmd
     import cspmd.checker
-    cg = ctypes.CDLL(os.path.join(common.BUILD, "benchmarks", "libcg_ctl.so"))
+    cg = common.Callgrind(default_n=2000)
     mesh, dp, tp = common.fake_mesh()
     R, V = cspmd.R, cspmd.V
 
@@ -41,29 +37,18 @@ def main():
            "view": lambda: m.view(64),
            "layer_norm": lambda: F.layer_norm(m, (8,), w, w)}
 
-    def loop(f, k):
-        for _ in range(k):
-            f()
-
-    cg.cg_start()
-    names = []
-    for checked in (False, True):
-        for name, f in fns.items():
-            if checked and name == "empty":
-                continue
-            tag = f"{name}.{'checked' if checked else 'plain'}"
-            with cspmd.set_current_mesh(mesh):
-                ctx = cspmd.checker.typecheck() if checked else common.nothing()
-                with ctx:
-                    loop(f, 200)          # warm up
-                    cg.cg_zero()
-                    loop(f, n)
-                    cg.cg_dump(tag.encode())
-            names.append(tag)
-    cg.cg_stop()
-    if out_prefix is None:
+    with cg:
+        for checked in (False, True):
+            for name, f in fns.items():
+                if checked and name == "empty":
+                    continue
+                tag = f"{name}.{'checked' if checked else 'plain'}"
+                with cspmd.set_current_mesh(mesh):
+                    with cspmd.checker.typecheck() if checked else common.nothing():
+                        cg.count(tag, f, warmup=200)
+    totals, n = cg.totals(), cg.n
+    if totals is None:
         return
-    totals = common.callgrind_totals(out_prefix)
     base = totals["empty.plain"]
     res = {}
     for op in OPS:

@@ -12,22 +12,16 @@ dump shows where global mode's instructions go.  Prints a table; writes
 nothing.
 """
 
-import ctypes
-import os
-import sys
-
 import torch
 
 import common
 
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    out_prefix = sys.argv[2] if len(sys.argv) > 2 else None
     torch.set_num_threads(1)
     import cspmd
     import cspmd.checker
-    cg = ctypes.CDLL(os.path.join(common.BUILD, "benchmarks", "libcg_ctl.so"))
+    cg = common.Callgrind(default_n=2000)
     mesh, dp, tp = common.fake_mesh()
     R, S = cspmd.R, cspmd.S
 
@@ -40,26 +34,18 @@ def main():
            "sum": lambda: a.sum(0)}
     modes = {"plain": None, "local": True, "global": False}
 
-    def loop(f, k):
-        for _ in range(k):
-            f()
-
-    cg.cg_start()
-    for mode, local in modes.items():
-        for name, f in fns.items():
-            if mode != "plain" and name == "empty":
-                continue
-            with cspmd.set_current_mesh(mesh):
-                ctx = common.nothing() if local is None else cspmd.checker.typecheck(local=local)
-                with ctx:
-                    loop(f, 200)          # warm up
-                    cg.cg_zero()
-                    loop(f, n)
-                    cg.cg_dump(f"{name}.{mode}".encode())
-    cg.cg_stop()
-    if out_prefix is None:
+    with cg:
+        for mode, local in modes.items():
+            for name, f in fns.items():
+                if mode != "plain" and name == "empty":
+                    continue
+                with cspmd.set_current_mesh(mesh):
+                    ctx = common.nothing() if local is None else cspmd.checker.typecheck(local=local)
+                    with ctx:
+                        cg.count(f"{name}.{mode}", f, warmup=200)
+    totals, n = cg.totals(), cg.n
+    if totals is None:
         return
-    totals = common.callgrind_totals(out_prefix)
     base = totals["empty.plain"]
     print(f"{'op':6s} {'plain':>8s} {'local-plain':>12s} {'global-local':>13s}")
     for op in fns:

@@ -49,20 +49,24 @@ def make_step(dp, tp, cfg):
     return step
 
 
+def contexts(mesh):
+    """{impl: a function returning the context the step runs in}."""
+    import cspmd.checker
+    return {"unchecked": common.nothing,
+            "local": lambda: common.both(cspmd.set_current_mesh(mesh),
+                                         cspmd.checker.typecheck()),
+            "global": lambda: common.both(cspmd.set_current_mesh(mesh),
+                                          cspmd.checker.typecheck(local=False))}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=50)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    import cspmd
-    import cspmd.checker
     mesh, dp, tp = common.fake_mesh()
-    ctx = {"unchecked": common.nothing,
-           "local": lambda: common.both(cspmd.set_current_mesh(mesh),
-                                        cspmd.checker.typecheck()),
-           "global": lambda: common.both(cspmd.set_current_mesh(mesh),
-                                         cspmd.checker.typecheck(local=False))}
+    ctx = contexts(mesh)
     steps = {size: {impl: make_step(dp, tp, cfg) for impl in IMPLS}
              for size, cfg in SIZES.items()}
     for size in SIZES:                      # warm up (and fail early)

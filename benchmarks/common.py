@@ -6,6 +6,7 @@ the benchmark processes: they are never dependencies of cspmd.
 """
 
 import contextlib
+import ctypes
 import glob
 import json
 import os
@@ -109,6 +110,39 @@ def both(a, b):
 @contextlib.contextmanager
 def nothing():
     yield
+
+
+class Callgrind:
+    """The client requests of a benchmark run under ``valgrind
+    --tool=callgrind --instr-atstart=no`` (build/benchmarks/libcg_ctl.so;
+    outside valgrind they do nothing).  ``n`` and ``out_prefix`` come from
+    the command line: ``bench_callgrind_*.py [N [DIR/cg]]``."""
+
+    def __init__(self, default_n):
+        self.n = int(sys.argv[1]) if len(sys.argv) > 1 else default_n
+        self.out_prefix = sys.argv[2] if len(sys.argv) > 2 else None
+        self.lib = ctypes.CDLL(os.path.join(BUILD, "benchmarks", "libcg_ctl.so"))
+
+    def __enter__(self):
+        self.lib.cg_start()
+        return self
+
+    def __exit__(self, *exc):
+        self.lib.cg_stop()
+
+    def count(self, tag, fn, warmup):
+        """Call fn ``warmup`` times, then count ``n`` calls into a dump named
+        ``tag``."""
+        for _ in range(warmup):
+            fn()
+        self.lib.cg_zero()
+        for _ in range(self.n):
+            fn()
+        self.lib.cg_dump(tag.encode())
+
+    def totals(self):
+        """{tag: instructions} of this run's dumps; None without DIR/cg."""
+        return None if self.out_prefix is None else callgrind_totals(self.out_prefix)
 
 
 def callgrind_totals(out_prefix):
