@@ -71,19 +71,10 @@ def main():
         w_r = workloads(ref, dp, tp)
     work = {"plain": workloads(None, dp, tp), "cspmd_local": w_c, "cspmd_global": w_c,
             "spmd_types_global": w_r}
-    for impl, fns in work.items():          # warm up (and fail early)
-        with ctx[impl]():
-            for fn in fns.values():
-                for _ in range(20):
-                    fn()
-
-    def measure(op, impl):
-        n = args.number if not impl.startswith("spmd_types") else max(args.number // 20, 20)
-        with ctx[impl]():
-            return common.per_call_us(work[impl][op], n)
-
-    samples = common.alternate(list(work["plain"]), IMPLS, args.rounds, measure)
-    res = common.best(samples)
+    res, samples = common.measure_ops(
+        work, ctx, IMPLS, args.rounds,
+        lambda impl: args.number if not impl.startswith("spmd_types")
+        else max(args.number // 20, 20))
     print(f"{'op':12s} {'plain':>8s} {'local':>8s} {'global':>8s} {'ref global':>11s}"
           "  (µs per op, best)")
     for op, d in res.items():

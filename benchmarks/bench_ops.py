@@ -95,19 +95,9 @@ def main():
             ops.unchecked_code_clear()
             cspmd.checker._registered_codes.clear()
 
-    for impl, fns in work.items():          # warm up (and fail early)
-        with ctx[impl]():
-            for fn in fns.values():
-                for _ in range(20):
-                    fn()
-
-    def measure(op, impl):
-        n = args.number if impl != "spmd_types" else max(args.number // 8, 50)
-        with ctx[impl]():
-            return common.per_call_us(work[impl][op], n)
-
-    samples = common.alternate(list(w_p), IMPLS, args.rounds, measure)
-    res = common.best(samples)
+    res, samples = common.measure_ops(
+        work, ctx, IMPLS, args.rounds,
+        lambda impl: args.number if impl != "spmd_types" else max(args.number // 8, 50))
     print(f"{'op':12s} {'plain':>8s} {'cspmd':>8s} {'registered':>10s} {'spmd_types':>10s}"
           "  (µs per op, best)")
     for op, d in res.items():

@@ -86,6 +86,25 @@ def alternate(cases, impls, rounds, measure):
     return out
 
 
+def measure_ops(work, ctx, impls, rounds, number_of, warm_up=20):
+    """Per-op µs of ``work`` ({impl: {op: fn}}), each impl's calls in its
+    context ``ctx[impl]()``: every fn called ``warm_up`` times first (and
+    failing early), then timed in alternating rounds (``alternate``),
+    ``number_of(impl)`` calls per timing.  Returns (best, samples)."""
+    for impl in impls:
+        with ctx[impl]():
+            for fn in work[impl].values():
+                for _ in range(warm_up):
+                    fn()
+
+    def measure(op, impl):
+        with ctx[impl]():
+            return per_call_us(work[impl][op], number_of(impl))
+
+    samples = alternate(list(work[impls[0]]), impls, rounds, measure)
+    return best(samples), samples
+
+
 def best(samples):
     return {c: {i: min(v) for i, v in d.items()} for c, d in samples.items()}
 
