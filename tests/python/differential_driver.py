@@ -23,15 +23,24 @@ class Mode:
     local: bool          # typecheck(local=...)
     generate: Callable   # seed -> Program
     explain: Callable    # (prog, i, mine, theirs) -> the explanations that match
-    explained: dict      # name -> predicate: every explanation explain() may give
-    markers: tuple       # the docs markers whose names count, e.g. "differential"
+    tables: tuple        # (docs marker kind, {name: predicate}): the mode's own first
+    min_steps: int       # a slice runs more than min_steps steps per program
+    rejected: tuple      # (low, high): the share of rejected steps lies between them
+    min_rate: float      # the share of programs agreeing step for step exceeds it
+
+    @property
+    def explained(self):
+        """Every explanation explain() may give."""
+        return {name for _, table in self.tables for name in table}
 
 
 LOCAL = Mode("", True, differential.generate, differential.explain,
-             differential.EXPLAINED, ("differential",))
+             (("differential", differential.EXPLAINED),),
+             min_steps=5, rejected=(0.2, 0.8), min_rate=0.8)
 GLOBAL = Mode("global", False, differential.generate_global, differential.explain_global,
-              {**differential.EXPLAINED_GLOBAL, **differential.EXPLAINED},
-              ("differential-global", "differential"))
+              (("differential-global", differential.EXPLAINED_GLOBAL),
+               ("differential", differential.EXPLAINED)),
+              min_steps=4, rejected=(0.2, 0.9), min_rate=0.5)
 
 
 def doc_markers(kind):
@@ -44,7 +53,7 @@ def compare(mesh, mode, seeds):
     """(stats, failures): per-program outcomes and the unexplained ones."""
     ref = reference.load()
     reference.load("spmd_types.checker")
-    markers = set().union(*(doc_markers(kind) for kind in mode.markers))
+    markers = set().union(*(doc_markers(kind) for kind, _ in mode.tables))
     stats = collections.Counter()
     failures = []
     for seed in seeds:
@@ -69,10 +78,20 @@ def compare(mesh, mode, seeds):
     return stats, failures
 
 
+def check_markers(mode):
+    """The mode's own explanations and its docs markers name the same set."""
+    kind, table = mode.tables[0]
+    markers = doc_markers(kind)
+    assert set(table) - markers == set(), f"explanations missing in differences.md ({kind})"
+    assert markers - set(table) == set(), f"{kind} markers with no explanation in the test"
+
+
 def check_slice(mesh, mode, programs, first_seed):
     """Compare `programs` programs from `first_seed`, print the summary
     (the agreement rate docs/differences.md reports) and fail on an
-    unexplained disagreement; returns (stats, agreement rate)."""
+    unexplained disagreement, or on a slice that does not exercise both
+    sides of the rules (too few steps, too few or too many rejected) or
+    agrees less often than the mode's floor."""
     stats, failures = compare(mesh, mode, range(first_seed, first_seed + programs))
     rate = stats["agree"] / programs
     kind = f"{mode.name}-mode " if mode.name else ""
@@ -83,4 +102,7 @@ def check_slice(mesh, mode, programs, first_seed):
     assert not failures, (f"{len(failures)} unexplained disagreement(s) with spmd_types 0.3.1 "
                           f"{f'in {mode.name} mode ' if mode.name else ''}(first 3):\n\n"
                           + "\n\n".join(failures[:3]))
-    return stats, rate
+    assert stats["steps"] > mode.min_steps * programs
+    low, high = mode.rejected
+    assert low < stats["rejected steps"] / stats["steps"] < high
+    assert rate > mode.min_rate

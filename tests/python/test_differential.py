@@ -18,24 +18,18 @@ import os
 
 import cspmd as spmd
 import differential
-from differential_driver import LOCAL, check_slice, doc_markers
+from differential_driver import LOCAL, check_markers, check_slice
 
 PROGRAMS = int(os.environ.get("CSPMD_DIFF_PROGRAMS", "300"))
 FIRST_SEED = int(os.environ.get("CSPMD_DIFF_SEED", "0"))
 
 
 def test_every_explanation_is_documented_and_every_marker_used():
-    markers = doc_markers("differential")
-    assert set(differential.EXPLAINED) - markers == set(), "explanations missing in differences.md"
-    assert markers - set(differential.EXPLAINED) == set(), "markers with no explanation in the test"
+    check_markers(LOCAL)
 
 
 def test_random_programs_agree_with_the_reference(mesh):
-    stats, rate = check_slice(mesh, LOCAL, PROGRAMS, FIRST_SEED)
-    # the programs exercise both sides of the rules
-    assert stats["steps"] > 5 * PROGRAMS
-    assert 0.2 < stats["rejected steps"] / stats["steps"] < 0.8
-    assert rate > 0.8
+    check_slice(mesh, LOCAL, PROGRAMS, FIRST_SEED)
 
 
 def test_generation_is_a_function_of_the_seed():

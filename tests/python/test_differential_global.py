@@ -22,21 +22,18 @@ import torch
 import cspmd as spmd
 import differential
 from cspmd import I, P, S
-from differential_driver import GLOBAL, check_slice, doc_markers
+from differential_driver import GLOBAL, check_markers, check_slice
 
 PROGRAMS = int(os.environ.get("CSPMD_DIFF_GLOBAL_PROGRAMS", "120"))
 FIRST_SEED = int(os.environ.get("CSPMD_DIFF_GLOBAL_SEED", "0"))
 
 
 def test_every_global_explanation_is_documented_and_every_marker_used():
-    assert set(differential.EXPLAINED_GLOBAL) == doc_markers("differential-global")
+    check_markers(GLOBAL)
 
 
 def test_random_global_programs_agree_with_the_reference(mesh):
-    stats, rate = check_slice(mesh, GLOBAL, PROGRAMS, FIRST_SEED)
-    assert stats["steps"] > 4 * PROGRAMS
-    assert 0.2 < stats["rejected steps"] / stats["steps"] < 0.9
-    assert rate > 0.5
+    check_slice(mesh, GLOBAL, PROGRAMS, FIRST_SEED)
 
 
 def test_global_generation_is_a_function_of_the_seed():
