@@ -9,6 +9,10 @@ up by module name, falling back to the module's file).  If any rank raises,
 ``WorkerError`` carries every rank's traceback; if the ranks do not all
 finish within ``timeout`` seconds, they are killed and ``TimeoutError`` is
 raised.  Nothing is left running either way.
+
+The limits (``timeout``, ``grace``, and Gloo's own ``pg_timeout``) are
+idle-machine seconds (time_limits.py): a loaded machine stretches them, so a
+slow start is not taken for a hang.
 """
 
 import datetime
@@ -23,6 +27,8 @@ import time
 import traceback
 
 import torch.multiprocessing as mp
+
+from time_limits import Deadline, load_factor
 
 __all__ = ["run_world", "free_port", "WorkerError"]
 
@@ -84,21 +90,26 @@ def run_world(ws, fn, *args, timeout=60.0, pg_timeout=30.0, grace=10.0):
     port = free_port()
     module = fn.__module__
     path = os.path.abspath(sys.modules[module].__file__)
+    # Gloo counts wall-clock seconds: scaled to the load at the start
+    pg_seconds = pg_timeout * load_factor()
     procs = [ctx.Process(target=_entry, daemon=True,
-                         args=(r, ws, port, module, path, fn.__name__, args, pg_timeout, q))
+                         args=(r, ws, port, module, path, fn.__name__, args, pg_seconds, q))
              for r in range(ws)]
     for p in procs:
         p.start()
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
+    grace_deadline = None  # from the first failure on
     results, errors = {}, {}
     try:
         while len(results) + len(errors) < ws:
-            left = deadline - time.monotonic()
-            if left <= 0 and errors:
+            grace_over = grace_deadline is not None and grace_deadline.expired()
+            if (grace_over or deadline.expired()) and errors:
+                within = f"the {grace} s grace" if grace_over else f"{timeout} s"
                 raise WorkerError(
-                    f"ranks {sorted(errors)} failed; the others did not finish (killed)" +
+                    f"ranks {sorted(errors)} failed; the others did not finish within "
+                    f"{within} (killed)" +
                     "".join(f"\n--- rank {r} ---\n{tb}" for r, tb in sorted(errors.items())))
-            if left <= 0:
+            if deadline.expired():
                 raise TimeoutError(
                     f"run_world({ws}, {fn.__name__}): ranks "
                     f"{sorted(set(range(ws)) - set(results) - set(errors))} did not finish "
@@ -106,7 +117,7 @@ def run_world(ws, fn, *args, timeout=60.0, pg_timeout=30.0, grace=10.0):
                     f"{sorted(errors)})" + "".join(
                         f"\n--- rank {r} ---\n{tb}" for r, tb in sorted(errors.items())))
             try:
-                rank, ok, payload = q.get(timeout=min(left, 1.0))
+                rank, ok, payload = q.get(timeout=max(0.01, deadline.wait_time()))
             except queue.Empty:
                 dead = [r for r, p in enumerate(procs)
                         if not p.is_alive() and p.exitcode not in (0, None)
@@ -124,10 +135,10 @@ def run_world(ws, fn, *args, timeout=60.0, pg_timeout=30.0, grace=10.0):
                 results[rank] = pickle.loads(payload)
             else:
                 errors[rank] = payload
-            if not ok:  # the others may now wait forever in a collective
-                deadline = min(deadline, time.monotonic() + grace)
+                if grace_deadline is None:  # the others may now wait forever in a collective
+                    grace_deadline = Deadline(grace)
         for p in procs:
-            p.join(max(1.0, deadline - time.monotonic()))
+            p.join(max(1.0, deadline.left()))
     finally:
         for p in procs:
             if p.is_alive():

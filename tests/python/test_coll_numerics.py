@@ -958,8 +958,8 @@ def _fail_on_rank1(rank, ws, pidfile):
     if rank == 1:
         # Fail only once rank 0 is stuck (its pid written): on a loaded machine
         # rank 0 may still be starting when the short grace period runs out.
-        deadline = time.monotonic() + 30.0
-        while not os.path.exists(pidfile) and time.monotonic() < deadline:
+        # (The harness's timeout bounds this wait.)
+        while not os.path.exists(pidfile):
             time.sleep(0.05)
         raise RuntimeError("rank 1 fails on purpose")
     with open(pidfile, "w") as f:
@@ -969,13 +969,13 @@ def _fail_on_rank1(rank, ws, pidfile):
 
 
 def test_harness_fails_fast_and_kills_stuck_ranks(tmp_path):
+    """The grace after rank 1's failure, not the timeout, ends the run (the
+    message says which; no wall-clock bound that a loaded machine breaks)."""
     pidfile = str(tmp_path / "pid")
-    t0 = time.monotonic()
     with pytest.raises(gloo_harness.WorkerError) as ei:
-        gloo_harness.run_world(2, _fail_on_rank1, pidfile, timeout=60.0, grace=1.0)
-    assert time.monotonic() - t0 < 30.0
+        gloo_harness.run_world(2, _fail_on_rank1, pidfile, timeout=120.0, grace=1.0)
     assert "rank 1 fails on purpose" in str(ei.value)
-    assert "did not finish (killed)" in str(ei.value)
+    assert "did not finish within the 1.0 s grace (killed)" in str(ei.value)
     pid = int(open(pidfile).read())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
