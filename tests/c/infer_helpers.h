@@ -5,9 +5,9 @@
 
 #include <string.h>
 
-#include "axis_helpers.h"
 #include "cspmd.h"
 #include "suites.h"
+#include "tp_dp_axes.h"
 
 #define NONE CSPMD_LT_NONE
 #define LR CSPMD_LT_R

@@ -2,9 +2,9 @@
  * check, and a local type given with a partition spec. */
 #include <string.h>
 
-#include "axis_helpers.h"
 #include "cspmd.h"
 #include "suites.h"
+#include "tp_dp_axes.h"
 
 START_TEST(test_name_keys)
 {

@@ -3,16 +3,10 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "axis_helpers.h"
 #include "core.h"
 #include "cspmd.h"
 #include "suites.h"
-
-static cspmd_axis_t ax1(int64_t size, int64_t stride)
-{
-    cspmd_axis_t a = 999999;
-    ck_assert_int_eq(cspmd_axis_intern(&size, &stride, 1, &a), CSPMD_OK);
-    return a;
-}
 
 static cspmd_axis_t axn(int n, const int64_t *sizes, const int64_t *strides)
 {
@@ -43,27 +37,27 @@ static void setup(void)
 
 START_TEST(test_canonical_spec_examples)
 {
-    ck_assert_uint_eq(axn(2, (int64_t[]){2, 2}, (int64_t[]){2, 1}), ax1(4, 1));
-    ck_assert_uint_eq(axn(2, (int64_t[]){2, 3}, (int64_t[]){3, 1}), ax1(6, 1));
+    ck_assert_uint_eq(axn(2, (int64_t[]){2, 2}, (int64_t[]){2, 1}), h_axis(4, 1));
+    ck_assert_uint_eq(axn(2, (int64_t[]){2, 3}, (int64_t[]){3, 1}), h_axis(6, 1));
     cspmd_axis_t a = axn(2, (int64_t[]){3, 2}, (int64_t[]){4, 1});
     int64_t s[CSPMD_MAX_MODES], d[CSPMD_MAX_MODES];
     ck_assert_int_eq(cspmd_axis_layout(a, s, d), 2);
     ck_assert(s[0] == 3 && s[1] == 2 && d[0] == 4 && d[1] == 1);
-    ck_assert_uint_ne(ax1(4, 1), ax1(4, 2));
-    ck_assert_uint_eq(ax1(4, 1), ax1(4, 1));
+    ck_assert_uint_ne(h_axis(4, 1), h_axis(4, 2));
+    ck_assert_uint_eq(h_axis(4, 1), h_axis(4, 1));
 }
 END_TEST
 
 START_TEST(test_canonical_merges_and_drops)
 {
-    ck_assert_uint_eq(axn(3, (int64_t[]){2, 2, 2}, (int64_t[]){4, 2, 1}), ax1(8, 1));
-    ck_assert_uint_eq(axn(3, (int64_t[]){4, 1, 2}, (int64_t[]){2, 7, 1}), ax1(8, 1));
+    ck_assert_uint_eq(axn(3, (int64_t[]){2, 2, 2}, (int64_t[]){4, 2, 1}), h_axis(8, 1));
+    ck_assert_uint_eq(axn(3, (int64_t[]){4, 1, 2}, (int64_t[]){2, 7, 1}), h_axis(8, 1));
     ck_assert_uint_eq(axn(2, (int64_t[]){2, 2}, (int64_t[]){1, 2}),
                       axn(2, (int64_t[]){2, 2}, (int64_t[]){1, 2})); /* not merged */
     ck_assert_int_eq(cspmd_axis_layout(axn(2, (int64_t[]){2, 2}, (int64_t[]){1, 2}), NULL, NULL),
                      2);
     /* every size-1 layout is the trivial axis */
-    ck_assert_uint_eq(ax1(1, 5), CSPMD_AXIS_TRIVIAL);
+    ck_assert_uint_eq(h_axis(1, 5), CSPMD_AXIS_TRIVIAL);
     ck_assert_uint_eq(axn(2, (int64_t[]){1, 1}, (int64_t[]){1, 1}), CSPMD_AXIS_TRIVIAL);
     ck_assert_uint_eq(axn(0, NULL, NULL), CSPMD_AXIS_TRIVIAL);
 }
@@ -78,7 +72,7 @@ START_TEST(test_intern_errors)
                                          "supports layouts of at most 8 modes");
     int64_t dd[9] = {256, 128, 64, 32, 16, 8, 4, 2, 1}; /* all merge into 512:1 */
     ck_assert_int_eq(cspmd_axis_intern(s, dd, 9, &a), CSPMD_OK);
-    ck_assert_uint_eq(a, ax1(512, 1));
+    ck_assert_uint_eq(a, h_axis(512, 1));
     int64_t many[65] = {0};
     ck_assert_int_eq(cspmd_axis_intern(many, many, 65, &a), CSPMD_ERR_MISUSE);
     ck_assert_str_eq(cspmd_last_error(), "cspmd_axis_intern: 65 modes (expected 0..64)");
@@ -116,8 +110,8 @@ END_TEST
 
 START_TEST(test_from_ranks)
 {
-    ck_assert_uint_eq(ranks(4, (int64_t[]){0, 1, 2, 3}), ax1(4, 1));
-    ck_assert_uint_eq(ranks(2, (int64_t[]){0, 4}), ax1(2, 4));
+    ck_assert_uint_eq(ranks(4, (int64_t[]){0, 1, 2, 3}), h_axis(4, 1));
+    ck_assert_uint_eq(ranks(2, (int64_t[]){0, 4}), h_axis(2, 4));
     ck_assert_uint_eq(ranks(4, (int64_t[]){0, 1, 4, 5}),
                       axn(2, (int64_t[]){2, 2}, (int64_t[]){4, 1}));
     /* unsorted, shifted to start at 0 */
@@ -126,7 +120,7 @@ START_TEST(test_from_ranks)
     ck_assert_uint_eq(ranks(6, (int64_t[]){0, 1, 2, 4, 5, 6}),
                       axn(2, (int64_t[]){2, 3}, (int64_t[]){4, 1}));
     ck_assert_uint_eq(ranks(1, (int64_t[]){7}), CSPMD_AXIS_TRIVIAL);
-    ck_assert_uint_eq(ranks(8, (int64_t[]){0, 2, 4, 6, 8, 10, 12, 14}), ax1(8, 2));
+    ck_assert_uint_eq(ranks(8, (int64_t[]){0, 2, 4, 6, 8, 10, 12, 14}), h_axis(8, 2));
 }
 END_TEST
 
@@ -159,7 +153,7 @@ END_TEST
 
 START_TEST(test_le)
 {
-    cspmd_axis_t a41 = ax1(4, 1), a21 = ax1(2, 1), a22 = ax1(2, 2);
+    cspmd_axis_t a41 = h_axis(4, 1), a21 = h_axis(2, 1), a22 = h_axis(2, 2);
     ck_assert(cspmd_axis_le(a21, a41));
     ck_assert(cspmd_axis_le(a22, a41));
     ck_assert(cspmd_axis_le(a41, a41));
@@ -169,17 +163,17 @@ START_TEST(test_le)
     ck_assert(cspmd_axis_le(CSPMD_AXIS_TRIVIAL, a41));
     ck_assert(!cspmd_axis_le(a21, CSPMD_AXIS_TRIVIAL));
     cspmd_axis_t b = axn(2, (int64_t[]){2, 2}, (int64_t[]){4, 1});
-    ck_assert(cspmd_axis_le(ax1(2, 4), b));
+    ck_assert(cspmd_axis_le(h_axis(2, 4), b));
     ck_assert(cspmd_axis_le(a21, b));
     ck_assert(!cspmd_axis_le(a22, b));
-    ck_assert(cspmd_axis_le(ax1(2, 8), ax1(16, 1)));
-    ck_assert(cspmd_axis_le(b, ax1(8, 1)));
+    ck_assert(cspmd_axis_le(h_axis(2, 8), h_axis(16, 1)));
+    ck_assert(cspmd_axis_le(b, h_axis(8, 1)));
     /* a layout with repeated ranks: (2,2):(1,1) = {0,1,1,2} */
     cspmd_axis_t rep = axn(2, (int64_t[]){2, 2}, (int64_t[]){1, 1});
-    ck_assert(cspmd_axis_le(ax1(3, 1), rep));
+    ck_assert(cspmd_axis_le(h_axis(3, 1), rep));
     ck_assert(cspmd_axis_le(a22, rep));
-    ck_assert(!cspmd_axis_le(ax1(2, 3), rep));
-    ck_assert(cspmd_axis_le(rep, ax1(3, 1)));
+    ck_assert(!cspmd_axis_le(h_axis(2, 3), rep));
+    ck_assert(cspmd_axis_le(rep, h_axis(3, 1)));
     ck_assert(!cspmd_axis_le(4000000000u, a41));
     ck_assert(!cspmd_axis_le(a41, 4000000000u));
 }
@@ -190,11 +184,11 @@ END_TEST
 START_TEST(test_le_checked_limit)
 {
     int le = -1;
-    ck_assert_int_eq(cspmd_axis_le_checked(ax1(2, 8), ax1(16, 1), &le), CSPMD_OK);
+    ck_assert_int_eq(cspmd_axis_le_checked(h_axis(2, 8), h_axis(16, 1), &le), CSPMD_OK);
     ck_assert_int_eq(le, 1);
-    ck_assert_int_eq(cspmd_axis_le_checked(ax1(16, 1), ax1(2, 8), &le), CSPMD_OK);
+    ck_assert_int_eq(cspmd_axis_le_checked(h_axis(16, 1), h_axis(2, 8), &le), CSPMD_OK);
     ck_assert_int_eq(le, 0);
-    cspmd_axis_t big = ax1((int64_t)1 << 27, 1), bigger = ax1((int64_t)1 << 28, 1);
+    cspmd_axis_t big = h_axis((int64_t)1 << 27, 1), bigger = h_axis((int64_t)1 << 28, 1);
     ck_assert_int_eq(cspmd_axis_le_checked(bigger, big, &le), CSPMD_OK); /* by size */
     ck_assert_int_eq(le, 0);
     le = -1;
@@ -207,30 +201,30 @@ END_TEST
 
 START_TEST(test_orthogonal)
 {
-    cspmd_axis_t a[3] = {ax1(4, 1), ax1(2, 4)};
+    cspmd_axis_t a[3] = {h_axis(4, 1), h_axis(2, 4)};
     ck_assert(cspmd_axes_orthogonal(a, 2));
     a[1] = a[0];
     ck_assert(!cspmd_axes_orthogonal(a, 2));
-    cspmd_axis_t b[3] = {ax1(2, 5), ax1(2, 6), ax1(2, 7)};
+    cspmd_axis_t b[3] = {h_axis(2, 5), h_axis(2, 6), h_axis(2, 7)};
     ck_assert(cspmd_axes_orthogonal((cspmd_axis_t[]){b[0], b[1]}, 2));
     ck_assert(cspmd_axes_orthogonal((cspmd_axis_t[]){b[0], b[2]}, 2));
     ck_assert(cspmd_axes_orthogonal((cspmd_axis_t[]){b[1], b[2]}, 2));
     ck_assert(!cspmd_axes_orthogonal(b, 3));
-    ck_assert(cspmd_axes_orthogonal((cspmd_axis_t[]){ax1(4, 1), CSPMD_AXIS_TRIVIAL}, 2));
+    ck_assert(cspmd_axes_orthogonal((cspmd_axis_t[]){h_axis(4, 1), CSPMD_AXIS_TRIVIAL}, 2));
     ck_assert(cspmd_axes_orthogonal(NULL, 0));
-    ck_assert(!cspmd_axes_orthogonal((cspmd_axis_t[]){ax1(2, 0)}, 1));
-    ck_assert(!cspmd_axes_orthogonal((cspmd_axis_t[]){ax1(4, 1), ax1(2, 2)}, 2));
-    ck_assert(!cspmd_axes_orthogonal((cspmd_axis_t[]){ax1(4, 1), 4000000000u}, 2));
+    ck_assert(!cspmd_axes_orthogonal((cspmd_axis_t[]){h_axis(2, 0)}, 1));
+    ck_assert(!cspmd_axes_orthogonal((cspmd_axis_t[]){h_axis(4, 1), h_axis(2, 2)}, 2));
+    ck_assert(!cspmd_axes_orthogonal((cspmd_axis_t[]){h_axis(4, 1), 4000000000u}, 2));
     /* big strides: no rank enumeration, no overflow */
-    ck_assert(cspmd_axes_orthogonal((cspmd_axis_t[]){ax1(1024, 1), ax1(1024, 1024),
-                                                     ax1(1024, 1048576)},
+    ck_assert(cspmd_axes_orthogonal((cspmd_axis_t[]){h_axis(1024, 1), h_axis(1024, 1024),
+                                                     h_axis(1024, 1048576)},
                                     3));
 }
 END_TEST
 
 START_TEST(test_check_orthogonal_messages)
 {
-    cspmd_axis_t tp = ax1(4, 1), dp = ax1(2, 4), sp = ax1(2, 2);
+    cspmd_axis_t tp = h_axis(4, 1), dp = h_axis(2, 4), sp = h_axis(2, 2);
     named(tp, "tp");
     named(dp, "dp");
     named(sp, "sp");
@@ -240,7 +234,7 @@ START_TEST(test_check_orthogonal_messages)
     ck_assert_str_eq(cspmd_last_error(),
                      "Mesh axes tp and sp are not orthogonal (their layouts are not independent "
                      "radix dimensions). All axes in a LocalSpmdType must be mutually orthogonal.");
-    cspmd_axis_t a = ax1(2, 5), b = ax1(2, 6), c = ax1(2, 7);
+    cspmd_axis_t a = h_axis(2, 5), b = h_axis(2, 6), c = h_axis(2, 7);
     ck_assert_int_eq(cspmd_axes_check_orthogonal((cspmd_axis_t[]){a, b, c}, 3),
                      CSPMD_ERR_SPMD_TYPE);
     ck_assert_str_eq(cspmd_last_error(), "Mesh axes [MeshAxis(2:5), MeshAxis(2:6), "
@@ -256,23 +250,23 @@ END_TEST
 START_TEST(test_flatten)
 {
     cspmd_axis_t out;
-    ck_assert_int_eq(cspmd_axes_flatten((cspmd_axis_t[]){ax1(2, 8), ax1(2, 4)}, 2, &out),
+    ck_assert_int_eq(cspmd_axes_flatten((cspmd_axis_t[]){h_axis(2, 8), h_axis(2, 4)}, 2, &out),
                      CSPMD_OK);
-    ck_assert_uint_eq(out, ax1(4, 4));
-    ck_assert_int_eq(
-        cspmd_axes_flatten((cspmd_axis_t[]){ax1(2, 8), ax1(2, 4), ax1(4, 1)}, 3, &out), CSPMD_OK);
-    ck_assert_uint_eq(out, ax1(16, 1));
-    ck_assert_int_eq(
-        cspmd_axes_flatten((cspmd_axis_t[]){ax1(4, 1), ax1(2, 8), ax1(2, 4)}, 3, &out), CSPMD_OK);
-    ck_assert_uint_eq(out, ax1(16, 1));
-    ck_assert_int_eq(cspmd_axes_flatten((cspmd_axis_t[]){ax1(4, 1), ax1(2, 8)}, 2, &out),
+    ck_assert_uint_eq(out, h_axis(4, 4));
+    cspmd_axis_t outer_first[3] = {h_axis(2, 8), h_axis(2, 4), h_axis(4, 1)};
+    ck_assert_int_eq(cspmd_axes_flatten(outer_first, 3, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, h_axis(16, 1));
+    cspmd_axis_t inner_first[3] = {h_axis(4, 1), h_axis(2, 8), h_axis(2, 4)};
+    ck_assert_int_eq(cspmd_axes_flatten(inner_first, 3, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, h_axis(16, 1));
+    ck_assert_int_eq(cspmd_axes_flatten((cspmd_axis_t[]){h_axis(4, 1), h_axis(2, 8)}, 2, &out),
                      CSPMD_OK);
     ck_assert_uint_eq(out, axn(2, (int64_t[]){2, 4}, (int64_t[]){8, 1}));
-    ck_assert_int_eq(cspmd_axes_flatten((cspmd_axis_t[]){ax1(4, 1)}, 1, &out), CSPMD_OK);
-    ck_assert_uint_eq(out, ax1(4, 1));
+    ck_assert_int_eq(cspmd_axes_flatten((cspmd_axis_t[]){h_axis(4, 1)}, 1, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, h_axis(4, 1));
     ck_assert_int_eq(
-        cspmd_axes_flatten((cspmd_axis_t[]){ax1(4, 1), CSPMD_AXIS_TRIVIAL}, 2, &out), CSPMD_OK);
-    ck_assert_uint_eq(out, ax1(4, 1));
+        cspmd_axes_flatten((cspmd_axis_t[]){h_axis(4, 1), CSPMD_AXIS_TRIVIAL}, 2, &out), CSPMD_OK);
+    ck_assert_uint_eq(out, h_axis(4, 1));
 }
 END_TEST
 
@@ -299,7 +293,7 @@ START_TEST(test_too_many_modes)
     ck_assert_str_eq(cspmd_last_error(), "flatten_axes: the flattened layout has more than 8 modes");
     cspmd_axis_t nine[9];
     for (int i = 0; i < 9; i++)
-        nine[i] = ax1(2, (int64_t)1 << i);
+        nine[i] = h_axis(2, (int64_t)1 << i);
     ck_assert(!cspmd_axes_orthogonal(nine, 9));
     ck_assert(cspmd_axes_orthogonal(nine, 8));
 }
@@ -307,13 +301,13 @@ END_TEST
 
 START_TEST(test_flatten_errors)
 {
-    cspmd_axis_t out, tp = ax1(4, 1);
+    cspmd_axis_t out, tp = h_axis(4, 1);
     named(tp, "tp");
     ck_assert_int_eq(cspmd_axes_flatten(NULL, 0, &out), CSPMD_ERR_VALUE);
     ck_assert_str_eq(cspmd_last_error(), "flatten_axes requires at least one axis");
     ck_assert_int_eq(cspmd_axes_flatten((cspmd_axis_t[]){tp, tp}, 2, &out), CSPMD_ERR_VALUE);
     ck_assert_str_eq(cspmd_last_error(), "flatten_axes requires orthogonal axes, got (tp, tp)");
-    ck_assert_int_eq(cspmd_axes_flatten((cspmd_axis_t[]){tp, ax1(2, 2)}, 2, &out),
+    ck_assert_int_eq(cspmd_axes_flatten((cspmd_axis_t[]){tp, h_axis(2, 2)}, 2, &out),
                      CSPMD_ERR_VALUE);
     ck_assert_str_eq(cspmd_last_error(),
                      "flatten_axes requires orthogonal axes, got (tp, MeshAxis(2:2))");
@@ -325,11 +319,11 @@ END_TEST
 
 START_TEST(test_display_unnamed)
 {
-    ck_assert_str_eq(DISP(ax1(4, 1)), "MeshAxis(4:1)");
+    ck_assert_str_eq(DISP(h_axis(4, 1)), "MeshAxis(4:1)");
     ck_assert_str_eq(DISP(axn(2, (int64_t[]){3, 2}, (int64_t[]){4, 1})),
                      "MeshAxis((3, 2):(4, 1))");
     ck_assert_str_eq(DISP(CSPMD_AXIS_TRIVIAL), "MeshAxis(trivial)");
-    ck_assert_str_eq(DEBUG(ax1(4, 1)), "MeshAxis(4:1)");
+    ck_assert_str_eq(DEBUG(h_axis(4, 1)), "MeshAxis(4:1)");
     ck_assert_str_eq(DEBUG(CSPMD_AXIS_TRIVIAL), "MeshAxis(trivial){1:1}");
     ck_assert_str_eq(DISP(4000000000u), "MeshAxis(<unknown id>)");
 }
@@ -337,7 +331,7 @@ END_TEST
 
 START_TEST(test_display_named)
 {
-    cspmd_axis_t a = ax1(4, 1);
+    cspmd_axis_t a = h_axis(4, 1);
     named(a, "TP");
     ck_assert_str_eq(DISP(a), "TP");
     named(a, "SP");
@@ -345,7 +339,7 @@ START_TEST(test_display_named)
     ck_assert_str_eq(DEBUG(a), "SP/TP{4:1}");
     named(a, "SP"); /* same name twice: one name */
     ck_assert_str_eq(DEBUG(a), "SP/TP{4:1}");
-    cspmd_axis_t cp = ax1(2, 4);
+    cspmd_axis_t cp = h_axis(2, 4);
     named(cp, "mesh_cp");
     ck_assert_str_eq(DEBUG(cp), "mesh_cp{2:4}");
     named(CSPMD_AXIS_TRIVIAL, "TP1");
@@ -356,7 +350,7 @@ END_TEST
 
 START_TEST(test_display_default_pg)
 {
-    cspmd_axis_t w = ax1(8, 1);
+    cspmd_axis_t w = h_axis(8, 1);
     named(w, "default_pg");
     ck_assert_str_eq(DISP(w), "default_pg");
     named(w, "zz_world");
@@ -367,7 +361,7 @@ END_TEST
 
 START_TEST(test_name_collision)
 {
-    cspmd_axis_t a = ax1(4, 1), b = ax1(2, 1), c = ax1(8, 1);
+    cspmd_axis_t a = h_axis(4, 1), b = h_axis(2, 1), c = h_axis(8, 1);
     named(a, "mesh_ddp");
     ck_assert_str_eq(DISP(a), "mesh_ddp");
     const char *old = DISP(a);
@@ -385,18 +379,18 @@ START_TEST(test_name_collision)
     ck_assert_str_eq(DISP(m), "x[(3, 2):(4, 1)]");
     ck_assert_str_eq(DISP(CSPMD_AXIS_TRIVIAL), "x[1:1](trivial)");
     /* the rewritten name was already registered by hand: one entry */
-    cspmd_axis_t e = ax1(2, 64);
+    cspmd_axis_t e = h_axis(2, 64);
     named(e, "y[2:64]");
     named(e, "y");
-    named(ax1(2, 32), "y");
+    named(h_axis(2, 32), "y");
     ck_assert_str_eq(DEBUG(e), "y[2:64]{2:64}");
-    ck_assert_str_eq(DISP(ax1(2, 32)), "y[2:32]");
+    ck_assert_str_eq(DISP(h_axis(2, 32)), "y[2:32]");
 }
 END_TEST
 
 START_TEST(test_name_errors_and_reset)
 {
-    cspmd_axis_t a = ax1(4, 1);
+    cspmd_axis_t a = h_axis(4, 1);
     ck_assert_int_eq(cspmd_axis_name_add(4000000000u, "x"), CSPMD_ERR_MISUSE);
     ck_assert_str_eq(cspmd_last_error(), "cspmd_axis_name_add: unknown axis id 4000000000");
     ck_assert_int_eq(cspmd_axis_name_add(a, ""), CSPMD_ERR_MISUSE);
@@ -407,7 +401,7 @@ START_TEST(test_name_errors_and_reset)
     cspmd_axis_names_reset();
     ck_assert_str_eq(DISP(a), "MeshAxis(4:1)");
     named(a, "tp2");
-    named(ax1(2, 1), "tp2"); /* collisions are forgotten by reset too */
+    named(h_axis(2, 1), "tp2"); /* collisions are forgotten by reset too */
     cspmd_axis_names_reset();
     named(a, "tp2");
     ck_assert_str_eq(DISP(a), "tp2");
@@ -416,7 +410,7 @@ END_TEST
 
 START_TEST(test_display_flattened)
 {
-    cspmd_axis_t dp = ax1(2, 2), cp = ax1(2, 1), f = ax1(4, 1);
+    cspmd_axis_t dp = h_axis(2, 2), cp = h_axis(2, 1), f = h_axis(4, 1);
     named(cp, "cp"); /* registration order must not matter for the text */
     named(dp, "dp");
     ck_assert_str_eq(DISP(f), "{dp,cp}");
@@ -426,16 +420,16 @@ START_TEST(test_display_flattened)
     cspmd_axis_names_reset();
     ck_assert_str_eq(DISP(f), "MeshAxis(4:1)");
     /* three components, outermost first; fewest components win */
-    cspmd_axis_t a = ax1(2, 4), b = ax1(2, 2), c = ax1(2, 1), all = ax1(8, 1);
+    cspmd_axis_t a = h_axis(2, 4), b = h_axis(2, 2), c = h_axis(2, 1), all = h_axis(8, 1);
     named(a, "dp");
     named(b, "cp");
     named(c, "tp");
     ck_assert_str_eq(DISP(all), "{dp,cp,tp}");
-    named(ax1(4, 2), "dpcp");
+    named(h_axis(4, 2), "dpcp");
     ck_assert_str_eq(DISP(all), "{dpcp,tp}");
     /* not a flattening of named axes */
-    ck_assert_str_eq(DISP(ax1(16, 1)), "MeshAxis(16:1)");
-    ck_assert_str_eq(DISP(ax1(2, 3)), "MeshAxis(2:3)");
+    ck_assert_str_eq(DISP(h_axis(16, 1)), "MeshAxis(16:1)");
+    ck_assert_str_eq(DISP(h_axis(2, 3)), "MeshAxis(2:3)");
     /* (2,2):(4,1) = {dp, tp} */
     ck_assert_str_eq(DISP(axn(2, (int64_t[]){2, 2}, (int64_t[]){4, 1})), "{dp,tp}");
 }
@@ -443,14 +437,14 @@ END_TEST
 
 START_TEST(test_sort_outer)
 {
-    cspmd_axis_t v[4] = {ax1(4, 1), ax1(2, 8), 4000000000u, ax1(2, 4)};
+    cspmd_axis_t v[4] = {h_axis(4, 1), h_axis(2, 8), 4000000000u, h_axis(2, 4)};
     cspmd_axes_sort_outer(v, 4);
-    ck_assert_uint_eq(v[0], ax1(2, 8));
-    ck_assert_uint_eq(v[1], ax1(2, 4));
-    ck_assert_uint_eq(v[2], ax1(4, 1));
+    ck_assert_uint_eq(v[0], h_axis(2, 8));
+    ck_assert_uint_eq(v[1], h_axis(2, 4));
+    ck_assert_uint_eq(v[2], h_axis(4, 1));
     ck_assert_uint_eq(v[3], 4000000000u);
     /* equal max strides: by display name, then id */
-    cspmd_axis_t b = ax1(2, 4), a = ax1(4, 4), c = ax1(3, 4);
+    cspmd_axis_t b = h_axis(2, 4), a = h_axis(4, 4), c = h_axis(3, 4);
     named(a, "zz");
     named(b, "aa");
     cspmd_axis_t w[3] = {a, c, b};

@@ -3,16 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "axis_helpers.h"
 #include "core.h"
 #include "cspmd.h"
 #include "suites.h"
-
-static cspmd_axis_t ax1(int64_t size, int64_t stride)
-{
-    cspmd_axis_t a = 999999;
-    ck_assert_int_eq(cspmd_axis_intern(&size, &stride, 1, &a), CSPMD_OK);
-    return a;
-}
 
 /* A 16-rank mesh: dp 2:8, cp 2:4, tp 4:1, dp_cp 4:4; the "expert" view
  * edp 4:4, ep 2:2, etp 2:1. */
@@ -24,14 +18,14 @@ static void setup(void)
     cspmd_axis_print_debug_set(0);
     while (cspmd_mesh_pop() == CSPMD_OK)
         ;
-    DP = ax1(2, 8);
-    CP = ax1(2, 4);
-    TP = ax1(4, 1);
-    DPCP = ax1(4, 4);
+    DP = h_axis(2, 8);
+    CP = h_axis(2, 4);
+    TP = h_axis(4, 1);
+    DPCP = h_axis(4, 4);
     EDP = DPCP; /* the same layout: one axis, two names */
-    EP = ax1(2, 2);
-    ETP = ax1(2, 1);
-    TP2 = ax1(4, 2);
+    EP = h_axis(2, 2);
+    ETP = h_axis(2, 1);
+    TP2 = h_axis(4, 2);
     ck_assert_int_eq(cspmd_axis_name_add(DP, "dp"), CSPMD_OK);
     ck_assert_int_eq(cspmd_axis_name_add(CP, "cp"), CSPMD_OK);
     ck_assert_int_eq(cspmd_axis_name_add(TP, "tp"), CSPMD_OK);
@@ -117,7 +111,7 @@ START_TEST(test_mixed_src_rejected)
              "Axes {dp, cp} would need to be flattened, but dp has type V while cp has type R. "
              "Check that the operand has the local SPMD types you expect and that the current "
              "mesh is correct for this region of code.");
-    cspmd_axis_t all = ax1(16, 1);
+    cspmd_axis_t all = h_axis(16, 1);
     ck_assert_int_eq(cspmd_axis_name_add(all, "world"), CSPMD_OK);
     full_err(mk(3, AX(DP, CP, TP), LT(V, V, R), NULL), mk(1, AX(all), LT(V), NULL),
              "Axes {dp, cp, tp} would need to be flattened, but dp, cp have type V while tp has "
@@ -362,10 +356,10 @@ START_TEST(test_advice)
                      "dp is a sub-axis of dp_cp (ranks {0, 8} vs {0, 4, 8, 12}), so the operand "
                      "with axes {dp} is missing axis cp.");
     /* no named complement */
-    cspmd_axis_t big = ax1(8, 2); /* {0,2,..,14} */
+    cspmd_axis_t big = h_axis(8, 2); /* {0,2,..,14} */
     ck_assert_int_eq(cspmd_axis_name_add(big, "big"), CSPMD_OK);
     ck_assert_str_eq(advice(mk(1, AX(big), LT(V), NULL), mk(1, AX(ETP), LT(V), NULL)), "");
-    cspmd_axis_t x = ax1(2, 6);
+    cspmd_axis_t x = h_axis(2, 6);
     ck_assert_int_eq(cspmd_axis_name_add(x, "x"), CSPMD_OK);
     ck_assert_str_eq(advice(mk(1, AX(x), LT(V), NULL), mk(1, AX(CP), LT(V), NULL)), "");
     /* partial overlap: tp2 {0,2,4,6} vs tp {0,1,2,3}; etp completes tp2 */

@@ -2,16 +2,10 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "axis_helpers.h"
 #include "core.h"
 #include "cspmd.h"
 #include "suites.h"
-
-static cspmd_axis_t ax1(int64_t size, int64_t stride)
-{
-    cspmd_axis_t a = 999999;
-    ck_assert_int_eq(cspmd_axis_intern(&size, &stride, 1, &a), CSPMD_OK);
-    return a;
-}
 
 static cspmd_axis_t TP, DP;
 
@@ -21,8 +15,8 @@ static void setup(void)
     while (cspmd_mesh_pop() == CSPMD_OK)
         ;
     cspmd_checker_set(0, 1);
-    TP = ax1(4, 1);
-    DP = ax1(2, 4);
+    TP = h_axis(4, 1);
+    DP = h_axis(2, 4);
     ck_assert_int_eq(cspmd_axis_name_add(TP, "tp"), CSPMD_OK);
     ck_assert_int_eq(cspmd_axis_name_add(DP, "dp"), CSPMD_OK);
 }
@@ -131,14 +125,14 @@ END_TEST
 START_TEST(test_push_errors)
 {
     cspmd_axis_t a[CSPMD_MAX_AXES];
-    cspmd_axis_t bad = ax1(2, 2);
+    cspmd_axis_t bad = h_axis(2, 2);
     ck_assert_int_eq(cspmd_mesh_push((cspmd_axis_t[]){TP, bad}, 2), CSPMD_ERR_SPMD_TYPE);
     ck_assert_str_eq(cspmd_last_error(),
                      "Mesh axes tp and MeshAxis(2:2) are not orthogonal (their layouts are not "
                      "independent radix dimensions). All axes in a LocalSpmdType must be mutually "
                      "orthogonal.");
     ck_assert_int_eq(cspmd_mesh_current(a), -1); /* nothing pushed */
-    ck_assert_int_eq(cspmd_mesh_push((cspmd_axis_t[]){ax1(2, 5), ax1(2, 6), ax1(2, 7)}, 3),
+    ck_assert_int_eq(cspmd_mesh_push((cspmd_axis_t[]){h_axis(2, 5), h_axis(2, 6), h_axis(2, 7)}, 3),
                      CSPMD_ERR_SPMD_TYPE);
     ck_assert_str_eq(cspmd_last_error(), "Mesh axes [MeshAxis(2:5), MeshAxis(2:6), "
                                          "MeshAxis(2:7)] are not mutually orthogonal.");
@@ -149,7 +143,7 @@ START_TEST(test_push_errors)
     ck_assert_int_eq(cspmd_mesh_push(a, -1), CSPMD_ERR_MISUSE);
     cspmd_axis_t nine[9];
     for (int i = 0; i < 9; i++)
-        nine[i] = ax1(2, (int64_t)1 << (i + 20));
+        nine[i] = h_axis(2, (int64_t)1 << (i + 20));
     ck_assert_int_eq(cspmd_mesh_push(nine, 9), CSPMD_ERR_VALUE);
     ck_assert_str_eq(cspmd_last_error(), "cspmd: at most 8 mesh axes are supported");
     ck_assert_int_eq(cspmd_mesh_current(a), -1);

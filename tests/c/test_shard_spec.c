@@ -1,7 +1,7 @@
 /* The partition spec of S(d) annotations (cspmd_spec_from_shards). */
-#include "axis_helpers.h"
 #include "cspmd.h"
 #include "suites.h"
+#include "tp_dp_axes.h"
 
 START_TEST(test_one_axis_per_dim)
 {

@@ -3,26 +3,20 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "axis_helpers.h"
 #include "core.h"
 #include "cspmd.h"
 #include "suites.h"
-
-static cspmd_axis_t ax1(int64_t size, int64_t stride)
-{
-    cspmd_axis_t a = 999999;
-    ck_assert_int_eq(cspmd_axis_intern(&size, &stride, 1, &a), CSPMD_OK);
-    return a;
-}
 
 static cspmd_axis_t TP, DP, SP, EP; /* 4:1, 2:4, 2:8 (named), 2:16 unnamed */
 
 static void setup(void)
 {
     cspmd_axis_names_reset();
-    TP = ax1(4, 1);
-    DP = ax1(2, 4);
-    SP = ax1(2, 8);
-    EP = ax1(2, 16);
+    TP = h_axis(4, 1);
+    DP = h_axis(2, 4);
+    SP = h_axis(2, 8);
+    EP = h_axis(2, 16);
     ck_assert_int_eq(cspmd_axis_name_add(TP, "tp"), CSPMD_OK);
     ck_assert_int_eq(cspmd_axis_name_add(DP, "dp"), CSPMD_OK);
     ck_assert_int_eq(cspmd_axis_name_add(SP, "sp"), CSPMD_OK);
@@ -207,7 +201,7 @@ START_TEST(test_make_errors)
                                      &t),
                      CSPMD_ERR_MISUSE);
     ck_assert_str_eq(cspmd_last_error(), "cspmd_type_make: unknown axis id 4000000000");
-    cspmd_axis_t t21 = ax1(2, 1);
+    cspmd_axis_t t21 = h_axis(2, 1);
     ck_assert_int_eq(cspmd_type_make((cspmd_axis_t[]){TP, t21}, (cspmd_ltype_t[]){R, R}, 2, NULL,
                                      &t),
                      CSPMD_ERR_SPMD_TYPE);
@@ -221,7 +215,7 @@ START_TEST(test_make_errors)
     cspmd_axis_t nine[9];
     cspmd_ltype_t nl[9];
     for (int i = 0; i < 9; i++) {
-        nine[i] = ax1(2, (int64_t)1 << (i + 10));
+        nine[i] = h_axis(2, (int64_t)1 << (i + 10));
         nl[i] = R;
     }
     ck_assert_int_eq(cspmd_type_make(nine, nl, 9, NULL, &t), CSPMD_ERR_MISUSE);
@@ -234,7 +228,7 @@ END_TEST
 START_TEST(test_make_jointly_non_orthogonal)
 {
     cspmd_type_t t;
-    cspmd_axis_t a = ax1(2, 5), b = ax1(2, 6), c = ax1(2, 7);
+    cspmd_axis_t a = h_axis(2, 5), b = h_axis(2, 6), c = h_axis(2, 7);
     ck_assert_int_eq(cspmd_type_make((cspmd_axis_t[]){a, b, c}, (cspmd_ltype_t[]){R, R, R}, 3,
                                      NULL, &t),
                      CSPMD_ERR_SPMD_TYPE);
@@ -375,7 +369,7 @@ START_TEST(test_with)
     ck_assert_int_eq(cspmd_type_with(ts, TP, R, &o), CSPMD_OK);
     ck_assert_str_eq(fmt(o), "{dp: V, tp: R} PartitionSpec(None, dp)");
     /* errors */
-    ck_assert_int_eq(cspmd_type_with(t, ax1(2, 2), V, &o), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_type_with(t, h_axis(2, 2), V, &o), CSPMD_ERR_SPMD_TYPE);
     ck_assert_str_eq(cspmd_last_error(),
                      "Mesh axes tp and MeshAxis(2:2) are not orthogonal (their layouts are not "
                      "independent radix dimensions). All axes in a LocalSpmdType must be mutually "
@@ -447,7 +441,7 @@ START_TEST(test_refine_mismatch)
                                          "V");
     ck_assert_int_eq(refine(T1(TP, I), T1(TP, R), &o), CSPMD_ERR_SPMD_TYPE);
     /* the union must stay orthogonal */
-    ck_assert_int_eq(refine(T1(TP, R), T1(ax1(2, 2), R), &o), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(refine(T1(TP, R), T1(h_axis(2, 2), R), &o), CSPMD_ERR_SPMD_TYPE);
     ck_assert_str_eq(cspmd_last_error(),
                      "Mesh axes tp and MeshAxis(2:2) are not orthogonal (their layouts are not "
                      "independent radix dimensions). All axes in a LocalSpmdType must be mutually "
@@ -647,7 +641,7 @@ START_TEST(test_type_table_full)
     cspmd_type_t keep = T1(TP, R);
     cspmd_axis_t a[8];
     for (int i = 0; i < 8; i++)
-        a[i] = ax1(2, (int64_t)1 << (i + 40));
+        a[i] = h_axis(2, (int64_t)1 << (i + 40));
     cspmd_status_t st = CSPMD_OK;
     for (uint32_t code = 0; code < (1u << 17) && st == CSPMD_OK; code++) {
         cspmd_ltype_t l[8];

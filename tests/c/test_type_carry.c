@@ -2,9 +2,9 @@
  * the saved text form. */
 #include <string.h>
 
-#include "axis_helpers.h"
 #include "cspmd.h"
 #include "suites.h"
+#include "tp_dp_axes.h"
 
 static cspmd_type_t two(cspmd_ltype_t dp, cspmd_ltype_t tp, const cspmd_spec_t *spec)
 {

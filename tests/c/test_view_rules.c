@@ -2,9 +2,9 @@
  * after a write, and the type a view reads as once its base changed. */
 #include <string.h>
 
-#include "axis_helpers.h"
 #include "cspmd.h"
 #include "suites.h"
+#include "tp_dp_axes.h"
 
 static cspmd_type_t two(cspmd_ltype_t dp, cspmd_ltype_t tp)
 {
