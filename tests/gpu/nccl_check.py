@@ -1,6 +1,6 @@
 """cspmd's collectives on one CUDA GPU with NCCL (world size 1).  Run by run.sh.
 
-1. Every collective and conversion on CUDA tensors: the result and
+1. Every collective (broadcast included) and conversion on CUDA tensors: the result and
    the input gradient against what a one-rank group must give (a sum over one
    rank is the input, a gather of one piece is that piece, ...).  Results must
    stay on the GPU, be fresh tensors where the reference returns fresh ones, and carry the dtypes
@@ -118,6 +118,8 @@ def run_checks(spmd, pg, device, typed):
         "all_to_all S(0)->S(0) uneven": ((4, 3), lambda x: spmd.all_to_all(
             x, pg, src=S(0), dst=S(0), input_split_sizes=[4], output_split_sizes=[4]),
             ident, ident),
+        "broadcast V->R": ((4, 3), lambda x: spmd.broadcast(x, pg, src=V, dst=R), ident, ident),
+        "broadcast V->I": ((4, 3), lambda x: spmd.broadcast(x, pg, src=V, dst=I), ident, ident),
         "reinterpret V->P": ((4, 3), lambda x: spmd.reinterpret(x, pg, src=V, dst=P),
                              ident, ident),
         "reinterpret R->V": ((4, 3), lambda x: spmd.reinterpret(
