@@ -9,7 +9,6 @@ step fails with "no type", or worse, stops checking).
 import copy
 import io
 import os
-import subprocess
 import sys
 
 import pytest
@@ -18,6 +17,7 @@ import torch
 import cspmd as spmd
 from cspmd import I, P, R, V, SpmdTypeError
 from conftest import ltype
+import time_limits
 
 W = {"mesh_dp": "R", "mesh_tp": "V"}
 B = {"mesh_dp": "R", "mesh_tp": "I"}
@@ -216,8 +216,8 @@ def test_types_load_in_another_process(tmp_path, dp, tp):
     t = spmd.assert_type(torch.randn(3), {dp: R, tp: V})
     path = tmp_path / "t.pt"
     torch.save(t, path)
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True,
-                         text=True, timeout=120, env=dict(os.environ))
+    out = time_limits.run([sys.executable, "-c", _CHILD, str(path)], 120, text=True,
+                          env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     want = sorted((a.layout(), v.name)
                   for a, v in spmd.get_local_type(t).items())

@@ -4,18 +4,18 @@ SpmdTypeError naming the op, the types and the user's line."""
 
 import os
 import re
-import subprocess
 import sys
 
 import cspmd
+import time_limits
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "examples", "quickstart.py")
 
 
 def test_quickstart_shows_types_and_a_caught_error():
-    proc = subprocess.run([sys.executable, SCRIPT], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env=dict(os.environ))
+    proc = time_limits.run([sys.executable, SCRIPT], 120, text=True, cwd=ROOT,
+                           env=dict(os.environ))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert out.startswith(f"cspmd {cspmd.__version__}, torch ")

@@ -2,7 +2,6 @@
 
 import logging
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -11,6 +10,7 @@ import torch
 
 import cspmd as spmd
 from cspmd import P, R, V
+import time_limits
 
 HERE = os.path.abspath(__file__)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -142,6 +142,5 @@ def test_env_variable_and_auto_mode():
         e.pop("SPMD_TYPES_TRACEBACK_FILTERING", None)
         if env:
             e["SPMD_TYPES_TRACEBACK_FILTERING"] = env
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env=e, cwd=ROOT, timeout=120)
+        out = time_limits.run([sys.executable, "-c", code], 120, text=True, env=e, cwd=ROOT)
         assert out.stdout.strip() == want, out.stdout + out.stderr

@@ -9,12 +9,12 @@ forward op error, a collective error, a backward error under anomaly mode
 
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
 from cspmd import _frames
+import time_limits
 
 SCRIPT = '''\
 import logging, sys
@@ -86,8 +86,8 @@ def test_user_line_from_a_folder_named_like_the_library(tmp_path, folder):
     where.mkdir(parents=True)
     script = where / "train.py"
     script.write_text(SCRIPT)
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120, cwd=str(tmp_path), env=dict(os.environ))
+    proc = time_limits.run([sys.executable, str(script)], 120, text=True, cwd=str(tmp_path),
+                           env=dict(os.environ))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines, blocks = _marks(SCRIPT), _blocks(proc.stdout)
     path = str(script)
