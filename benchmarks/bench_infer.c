@@ -26,6 +26,11 @@ int main(int argc, char **argv)
     if (cspmd_type_make(mesh, a_t, 2, NULL, &a) || cspmd_type_make(mesh, b_t, 2, NULL, &b))
         return 1;
     cspmd_rule_t add = cspmd_rule_find("aten::add", "Tensor");
+    /* bind add's argument names as the kernel does at the op's first call */
+    const char *arg_names[] = {"self", "other", "alpha"};
+    const uint8_t arg_is_tensor[] = {1, 1, 0};
+    if (cspmd_rule_bind(add, "aten::add.Tensor", arg_names, arg_is_tensor, 3) != CSPMD_OK)
+        return 1;
     cspmd_operand_t ops[] = {{a, 0, CSPMD_OPERAND_TENSOR, 0}, {b, 1, CSPMD_OPERAND_TENSOR, 0},
                              {0, 2, CSPMD_OPERAND_SCALAR, 0}};
     cspmd_type_t out = 0, acc = 0;

@@ -404,7 +404,7 @@ CSPMD_API const char *cspmd_rule_name(cspmd_rule_t rule);
 
 /* One row of the op rule table, for tests that check the table against
  * torch's own schemas and metadata.  Bit i of a mask is schema argument i
- * of every overload the row covers. */
+ * of every overload the row covers, as bound by cspmd_rule_bind. */
 typedef struct cspmd_rule_info {
     const char *name;         /* "aten::gather"; a trailing '*' matches every
                                  name with that prefix                       */
@@ -420,7 +420,29 @@ typedef struct cspmd_rule_info {
     uint64_t result_args;     /* written args that take the result; 0 = all */
     int32_t product_a, product_b, sum_self; /* DECOMPOSED rules:
                                   LINEAR(MULTILINEAR(a, b), self); else -1   */
+    int bound;                /* the masks are bound (cspmd_rule_bind); 0:
+                                 the row names arguments, and no overload
+                                 has bound them yet (the masks read 0)       */
 } cspmd_rule_info_t;
+
+/* Rows name their arguments by schema name.  Bind rule's names to one
+ * overload's arguments (arg_names[0..n_args), arg_is_tensor[i] nonzero for a
+ * Tensor, Tensor? or Tensor list argument), op naming that overload
+ * ("aten::add.Tensor") for messages.  A FOREACH id binds its element rule
+ * (against the list op's own schema).  The first overload bound fixes the
+ * row's argument positions; every later one must agree: a name this
+ * overload lacks, a name at another position, or an operand, result,
+ * gradient or product name that is no tensor here is a defect of cspmd's
+ * table, reported as RUNTIME naming the op, row, argument and position,
+ * and changes nothing.  cspmd_infer refuses a row that names arguments
+ * until it is bound (MISUSE).  Rows that name no argument need no binding.
+ * Thread-safe; the kernel binds each operator at its first call.  Errors:
+ * RUNTIME, MISUSE (unknown rule, NULL lists or names), NOMEM. */
+CSPMD_API cspmd_status_t cspmd_rule_bind(cspmd_rule_t rule, const char *op,
+                                         const char *const *arg_names,
+                                         const uint8_t *arg_is_tensor, size_t n_args);
+/* 1 if rule's positions are bound (or it names no argument), else 0. */
+CSPMD_API int cspmd_rule_bound(cspmd_rule_t rule);
 
 /* Rules are ids 0 .. cspmd_rule_count() - 1 (0 is the default for
  * unknown ops). */

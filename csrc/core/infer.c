@@ -940,7 +940,7 @@ cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
 {
     const cspmdi_rule_t *r = cspmdi_rule_get(rule);
     if (r == NULL)
-        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: unknown rule id %d", (int)rule);
+        return cspmdi_rule_missing(rule, "cspmd_infer");
     if (out == NULL || n < 0 || (n > 0 && ops == NULL))
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: bad arguments (n = %d)", n);
 

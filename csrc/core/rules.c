@@ -49,6 +49,7 @@
  *     types.  (dev: the reference sees neither.)
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,318 +57,342 @@
 #include "cspmd.h"
 #include "rules.h"
 
-#define B(i) (UINT64_C(1) << (i))
-#define ALL_BUT_0 (~UINT64_C(1))
+/* One row of the table.  Each role names schema arguments: names separated
+ * by spaces, spellings of the same argument in different overloads by '|'
+ * ("self other|scalar|scalars").  cspmd_rule_bind resolves the names
+ * against an overload's argument list into the positional masks of the
+ * row's bound record (cspmdi_rule_t), which inference reads. */
+typedef struct rule_row {
+    const char *name;     /* "aten::add"                                    */
+    const char *overload; /* "Tensor"; "" = default; "*" = any overload     */
+    uint8_t lin;          /* CSPMDI_LIN_*                                   */
+    uint8_t kind;         /* cspmd_rule_kind_t                              */
+    uint8_t flags;        /* CSPMDI_RF_*                                    */
+    const char *scalars;  /* a SCALAR operand there is the weak _S          */
+    const char *coefs;    /* P there is an error; for LINEAR rules fixed
+                             coefficients                                   */
+    const char *operands; /* "" = every argument is an operand              */
+    const char *results;  /* "" = every written argument takes the result   */
+    const char *zero_free; /* weak scalars that are no operand when zero    */
+    const char *grad;     /* backward rows: the incoming gradient; every
+                             other argument (operand) is a coefficient      */
+    const char *dec_a, *dec_b, *dec_self; /* CSPMDI_RF_DECOMP               */
+} rule_row_t;
 
 enum { INFER = CSPMD_KIND_INFER, PASS = CSPMD_KIND_PASSTHROUGH, FACT = CSPMD_KIND_FACTORY,
        FILL = CSPMD_KIND_FILL, RFILL = CSPMD_KIND_RANDOM_FILL, EACH = CSPMD_KIND_FOREACH };
 enum { NL = CSPMDI_LIN_NONLINEAR, LI = CSPMDI_LIN_LINEAR, ML = CSPMDI_LIN_MULTILINEAR };
 
-/* LINEAR with weak-scalar positions sp. */
-#define LIN(n, o, sp) {n, o, LI, INFER, 0, -1, -1, -1, sp, 0, 0, 0, 0}
-/* LINEAR in the other operands, coefficients at args cf. */
-#define LINC(n, o, sp, cf) {n, o, LI, INFER, 0, -1, -1, -1, sp, cf, 0, 0, 0}
-/* LINEAR with weak-scalar positions sp, of which zf are no operand when
- * their number is zero. */
-#define LINZ(n, o, sp, zf) {n, o, LI, INFER, 0, -1, -1, -1, sp, 0, 0, 0, zf}
-/* LINC whose weak scalars at zf are no operand when zero (filling with
- * 0 keeps P). */
-#define LINCZ(n, o, sp, cf, zf) {n, o, LI, INFER, 0, -1, -1, -1, sp, cf, 0, 0, zf}
-/* MULTILINEAR. */
-#define MUL(n, o) {n, o, ML, INFER, 0, -1, -1, -1, 0, 0, 0, 0, 0}
-/* MULTILINEAR with scalar positions and nonlinear positions. */
-#define MULN(n, o, sp, nl) {n, o, ML, INFER, 0, -1, -1, -1, sp, nl, 0, 0, 0}
-/* NONLINEAR, listed for documentation (same as an unknown op). */
-#define NON(n, o) {n, o, NL, INFER, 0, -1, -1, -1, 0, 0, 0, 0, 0}
-/* Backward op: linear in the gradient (arg 0), other args coefficients. */
-#define BWD(n) {n, "*", ML, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, ALL_BUT_0, 0, 0, 0}
-/* Structural backward op with one tensor (the gradient): LINEAR. */
-/* BWD whose operands are the args at op only: nll_loss_backward's
- * total_weight (arg 6) is read by reduction='mean' alone, and global mode
- * makes it P where a batch-sharded reduction='sum' loss is P. */
-#define BWDO(n, op) {n, "*", ML, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, ALL_BUT_0 & (op), op, 0, 0}
-#define BWDL(n) {n, "*", LI, INFER, CSPMDI_RF_BACKWARD, -1, -1, -1, 0, 0, 0, 0, 0}
-/* LINEAR(MULTILINEAR(arg a, arg b), arg s), nonlinear positions nl. */
-#define DEC(n, a, b, s, nl) {n, "*", LI, INFER, CSPMDI_RF_DECOMP, a, b, s, 0, nl, 0, 0, 0}
-/* Deterministic factory. */
-#define FAC(n, o, f) {n, o, NL, FACT, f, -1, -1, -1, 0, 0, 0, 0, 0}
-/* A factory shaped like its operand (CSPMDI_RF_LIKE); its fill is zero
- * with the flag CSPMDI_RF_ZEROS or a zero Scalar at args zf. */
-#define LIKE(n, z, zf) {n, "*", NL, FACT, CSPMDI_RF_LIKE | (z), -1, -1, -1, zf, 0, 0, 0, zf}
-#define FILLR(n, o) {n, o, NL, FILL, 0, -1, -1, -1, 0, 0, 0, 0, 0}
-#define RAND(n, o) {n, o, NL, RFILL, 0, -1, -1, -1, 0, 0, 0, 0, 0}
-#define PASSR(n, o) {n, o, NL, PASS, 0, -1, -1, -1, 0, 0, 0, 0, 0}
-/* LINEAR over the operands at args op only. */
-#define SRC(n, o, op) {n, o, LI, INFER, 0, -1, -1, -1, 0, 0, op, 0, 0}
-/* A fused optimizer step, per parameter: linearity lin over the lists at
- * args op; the written lists at args res take the result. */
-#define FUSED(n, lin, op, res) {n, "*", lin, EACH, 0, -1, -1, -1, 0, 0, op, res, 0}
-#define ADAM_OPERANDS (B(0) | B(1) | B(2) | B(3) | B(4)) /* param grad m v vmax */
-#define ADAM_RESULTS (B(0) | B(2) | B(3) | B(4))
+#define ROW(n, o, l, k, f) .name = n, .overload = o, .lin = l, .kind = k, .flags = f
 
-static const cspmdi_rule_t rules[] = {
+/* LINEAR with weak-scalar arguments sp. */
+#define LIN(n, o, sp) {ROW(n, o, LI, INFER, 0), .scalars = sp}
+/* LINEAR in the other operands, coefficients at arguments cf. */
+#define LINC(n, o, sp, cf) {ROW(n, o, LI, INFER, 0), .scalars = sp, .coefs = cf}
+/* LINEAR with weak-scalar arguments sp, of which zf are no operand when
+ * their number is zero. */
+#define LINZ(n, o, sp, zf) {ROW(n, o, LI, INFER, 0), .scalars = sp, .zero_free = zf}
+/* LINC whose weak scalars zf are no operand when zero (filling with 0
+ * keeps P). */
+#define LINCZ(n, o, sp, cf, zf) \
+    {ROW(n, o, LI, INFER, 0), .scalars = sp, .coefs = cf, .zero_free = zf}
+/* MULTILINEAR. */
+#define MUL(n, o) {ROW(n, o, ML, INFER, 0)}
+/* MULTILINEAR with weak-scalar arguments and nonlinear arguments. */
+#define MULN(n, o, sp, nl) {ROW(n, o, ML, INFER, 0), .scalars = sp, .coefs = nl}
+/* NONLINEAR, listed for documentation (same as an unknown op). */
+#define NON(n, o) {ROW(n, o, NL, INFER, 0)}
+/* Backward op: linear in the gradient g, every other argument a
+ * coefficient. */
+#define BWD(n, g) {ROW(n, "*", ML, INFER, CSPMDI_RF_BACKWARD), .grad = g}
+/* BWD whose operands are the arguments op only: nll_loss_backward's
+ * total_weight is read by reduction='mean' alone, and global mode makes it
+ * P where a batch-sharded reduction='sum' loss is P. */
+#define BWDO(n, g, op) {ROW(n, "*", ML, INFER, CSPMDI_RF_BACKWARD), .grad = g, .operands = op}
+/* Structural backward op with one tensor (the gradient): LINEAR. */
+#define BWDL(n) {ROW(n, "*", LI, INFER, CSPMDI_RF_BACKWARD)}
+/* LINEAR(MULTILINEAR(a, b), s), nonlinear arguments nl. */
+#define DEC(n, a, b, s, nl) \
+    {ROW(n, "*", LI, INFER, CSPMDI_RF_DECOMP), .coefs = nl, .dec_a = a, .dec_b = b, .dec_self = s}
+/* Deterministic factory. */
+#define FAC(n, o, f) {ROW(n, o, NL, FACT, f)}
+/* A factory shaped like its operand (CSPMDI_RF_LIKE); its fill is zero
+ * with the flag CSPMDI_RF_ZEROS or a zero Scalar at arguments zf. */
+#define LIKE(n, z, zf) {ROW(n, "*", NL, FACT, CSPMDI_RF_LIKE | (z)), .scalars = zf, .zero_free = zf}
+#define FILLR(n, o) {ROW(n, o, NL, FILL, 0)}
+#define RAND(n, o) {ROW(n, o, NL, RFILL, 0)}
+#define PASSR(n, o) {ROW(n, o, NL, PASS, 0)}
+/* LINEAR over the operands at arguments op only. */
+#define SRC(n, o, op) {ROW(n, o, LI, INFER, 0), .operands = op}
+/* A fused optimizer step, per parameter: linearity lin over the lists op;
+ * the written lists res take the result. */
+#define FUSED(n, lin, op, res) {ROW(n, "*", lin, EACH, 0), .operands = op, .results = res}
+#define ADAM_OPERANDS "self grads exp_avgs exp_avg_sqs max_exp_avg_sqs"
+#define ADAM_RESULTS "self exp_avgs exp_avg_sqs max_exp_avg_sqs"
+
+static const rule_row_t rules[] = {
     /* 0: the default for unknown ops. */
-    {"", "", NL, INFER, 0, -1, -1, -1, 0, 0, 0, 0, 0},
+    {ROW("", "", NL, INFER, 0)},
 
     /* ---- LINEAR: add / sub families (positions 0, 1) ---------------- */
-    LIN("aten::add", "*", B(0) | B(1)),
-    LIN("aten::add_", "*", B(0) | B(1)),
-    LIN("aten::sub", "*", B(0) | B(1)),
-    LIN("aten::sub_", "*", B(0) | B(1)),
-    LIN("aten::subtract", "*", B(0) | B(1)),
-    LIN("aten::subtract_", "*", B(0) | B(1)),
-    LIN("aten::rsub", "*", B(0) | B(1)),
+    LIN("aten::add", "*", "self other|scalar|scalars"),
+    LIN("aten::add_", "*", "self other|scalar|scalars"),
+    LIN("aten::sub", "*", "self other|scalar|scalars"),
+    LIN("aten::sub_", "*", "self other|scalar|scalars"),
+    LIN("aten::subtract", "*", "self other"),
+    LIN("aten::subtract_", "*", "self other"),
+    LIN("aten::rsub", "*", "self other"),
     /* ---- LINEAR: negation ------------------------------------------- */
-    LIN("aten::neg", "*", B(0)),
-    LIN("aten::neg_", "*", B(0)),
-    LIN("aten::negative", "*", B(0)),
-    LIN("aten::negative_", "*", B(0)),
-    LIN("aten::positive", "*", B(0)),
+    LIN("aten::neg", "*", "self"),
+    LIN("aten::neg_", "*", "self"),
+    LIN("aten::negative", "*", "self"),
+    LIN("aten::negative_", "*", "self"),
+    LIN("aten::positive", "*", "self"),
     /* ---- LINEAR: copies, aliases, casts ------------------------------ */
-    LIN("aten::clone", "*", B(0)),
-    LIN("aten::contiguous", "*", B(0)),
-    LIN("aten::detach", "*", B(0)),
-    LIN("aten::detach_", "*", B(0)),
-    LIN("aten::detach_copy", "*", B(0)),
-    LIN("aten::alias", "*", B(0)),
-    LIN("aten::alias_copy", "*", B(0)),
-    LIN("aten::lift", "*", B(0)),
-    LIN("aten::_to_copy", "*", B(0)),
-    LIN("aten::to", "*", B(0)),
-    LIN("aten::_pin_memory", "*", B(0)),
-    LIN("aten::pin_memory", "*", B(0)),
-    LIN("aten::_autocast_to_reduced_precision", "*", B(0)),
-    LIN("aten::_autocast_to_full_precision", "*", B(0)),
-    LIN("aten::conj", "*", B(0)),
-    LIN("aten::_conj", "*", B(0)),
-    LIN("aten::conj_physical", "*", B(0)),
-    LIN("aten::resolve_conj", "*", B(0)),
-    LIN("aten::resolve_neg", "*", B(0)),
-    LIN("aten::_fw_primal", "*", B(0)),
-    LIN("_c10d_functional::wait_tensor", "*", B(0)),
-    LIN("c10d_functional::wait_tensor", "*", B(0)),
+    LIN("aten::clone", "*", "self"),
+    LIN("aten::contiguous", "*", "self"),
+    LIN("aten::detach", "*", "self"),
+    LIN("aten::detach_", "*", "self"),
+    LIN("aten::detach_copy", "*", "self"),
+    LIN("aten::alias", "*", "self"),
+    LIN("aten::alias_copy", "*", "self"),
+    LIN("aten::lift", "*", "self"),
+    LIN("aten::_to_copy", "*", "self"),
+    LIN("aten::to", "*", "self"),
+    LIN("aten::_pin_memory", "*", "self"),
+    LIN("aten::pin_memory", "*", "self"),
+    LIN("aten::_autocast_to_reduced_precision", "*", "self"),
+    LIN("aten::_autocast_to_full_precision", "*", "self"),
+    LIN("aten::conj", "*", "self"),
+    LIN("aten::_conj", "*", "self"),
+    LIN("aten::conj_physical", "*", "self"),
+    LIN("aten::resolve_conj", "*", "self"),
+    LIN("aten::resolve_neg", "*", "self"),
+    LIN("aten::_fw_primal", "*", "self"),
+    LIN("_c10d_functional::wait_tensor", "*", "tensor"),
+    LIN("c10d_functional::wait_tensor", "*", "self"),
     /* copy_(self, src): the new type is src's alone. */
-    SRC("aten::copy_", "*", B(1)),
-    SRC("aten::copy", "*", B(1)),
-    SRC("aten::_copy_from", "*", B(0)),
-    SRC("aten::_copy_from_and_resize", "*", B(0)),
+    SRC("aten::copy_", "*", "src"),
+    SRC("aten::copy", "*", "src"),
+    SRC("aten::_copy_from", "*", "self"),
+    SRC("aten::_copy_from_and_resize", "*", "self"),
     /* ---- LINEAR: reductions ------------------------------------------ */
-    LIN("aten::sum", "*", B(0)),
-    LIN("aten::mean", "*", B(0)),
-    LIN("aten::nansum", "*", B(0)),
-    LIN("aten::nanmean", "*", B(0)),
-    LIN("aten::cumsum", "*", B(0)),
-    LIN("aten::cumsum_", "*", B(0)),
-    LIN("aten::trace", "*", B(0)),
-    LIN("aten::sum_to_size", "*", B(0)),
+    LIN("aten::sum", "*", "self"),
+    LIN("aten::mean", "*", "self"),
+    LIN("aten::nansum", "*", "self"),
+    LIN("aten::nanmean", "*", "self"),
+    LIN("aten::cumsum", "*", "self"),
+    LIN("aten::cumsum_", "*", "self"),
+    LIN("aten::trace", "*", "self"),
+    LIN("aten::sum_to_size", "*", "self"),
     /* ---- LINEAR: concatenation (list at arg 0) ------------------------ */
-    LIN("aten::cat", "*", B(0)),
-    LIN("aten::concat", "*", B(0)),
-    LIN("aten::concatenate", "*", B(0)),
-    LIN("aten::stack", "*", B(0)),
-    LIN("aten::_stack", "*", B(0)),
-    LIN("aten::hstack", "*", B(0)),
-    LIN("aten::vstack", "*", B(0)),
-    LIN("aten::dstack", "*", B(0)),
-    LIN("aten::column_stack", "*", B(0)),
-    LIN("aten::row_stack", "*", B(0)),
-    LIN("aten::block_diag", "*", B(0)),
+    LIN("aten::cat", "*", "tensors"),
+    LIN("aten::concat", "*", "tensors"),
+    LIN("aten::concatenate", "*", "tensors"),
+    LIN("aten::stack", "*", "tensors"),
+    LIN("aten::_stack", "*", "tensors"),
+    LIN("aten::hstack", "*", "tensors"),
+    LIN("aten::vstack", "*", "tensors"),
+    LIN("aten::dstack", "*", "tensors"),
+    LIN("aten::column_stack", "*", "tensors"),
+    LIN("aten::row_stack", "*", "tensors"),
+    LIN("aten::block_diag", "*", "tensors"),
     /* ---- LINEAR: structural / view ops ------------------------------ */
-    LIN("aten::view", "*", B(0)),
+    LIN("aten::view", "*", "self"),
     NON("aten::view", "dtype"), /* bit reinterpretation */
-    LIN("aten::_unsafe_view", "*", B(0)),
-    LIN("aten::view_copy", "*", B(0)),
-    LIN("aten::view_as", "*", B(0)),
-    LIN("aten::reshape", "*", B(0)),
-    LIN("aten::_reshape_alias", "*", B(0)),
-    LIN("aten::_reshape_copy", "*", B(0)),
-    LIN("aten::reshape_as", "*", B(0)),
-    LIN("aten::flatten", "*", B(0)),
-    LIN("aten::unflatten", "*", B(0)),
-    LIN("aten::ravel", "*", B(0)),
-    LIN("aten::expand", "*", B(0)),
-    LIN("aten::expand_copy", "*", B(0)),
-    LIN("aten::expand_as", "*", B(0)),
-    LIN("aten::broadcast_to", "*", B(0)),
-    LIN("aten::permute", "*", B(0)),
-    LIN("aten::permute_copy", "*", B(0)),
-    LIN("aten::transpose", "*", B(0)),
-    LIN("aten::transpose_", "*", B(0)),
-    LIN("aten::transpose_copy", "*", B(0)),
-    LIN("aten::t", "*", B(0)),
-    LIN("aten::t_", "*", B(0)),
-    LIN("aten::t_copy", "*", B(0)),
-    LIN("aten::adjoint", "*", B(0)),
-    LIN("aten::mT", "*", B(0)),
-    LIN("aten::mH", "*", B(0)),
-    LIN("aten::squeeze", "*", B(0)),
-    LIN("aten::squeeze_", "*", B(0)),
-    LIN("aten::squeeze_copy", "*", B(0)),
-    LIN("aten::unsqueeze", "*", B(0)),
-    LIN("aten::unsqueeze_", "*", B(0)),
-    LIN("aten::unsqueeze_copy", "*", B(0)),
-    LIN("aten::slice", "*", B(0)),
-    LIN("aten::slice_copy", "*", B(0)),
-    LIN("aten::select", "*", B(0)),
-    LIN("aten::select_copy", "*", B(0)),
-    LIN("aten::narrow", "*", B(0)),
-    LIN("aten::narrow_copy", "*", B(0)),
-    LIN("aten::split", "*", B(0)),
-    LIN("aten::split_copy", "*", B(0)),
-    LIN("aten::split_with_sizes", "*", B(0)),
-    LIN("aten::split_with_sizes_copy", "*", B(0)),
-    LIN("aten::unsafe_split", "*", B(0)),
-    LIN("aten::unsafe_split_with_sizes", "*", B(0)),
-    LIN("aten::tensor_split", "*", B(0)),
-    LIN("aten::chunk", "*", B(0)),
-    LIN("aten::unsafe_chunk", "*", B(0)),
-    LIN("aten::unbind", "*", B(0)),
-    LIN("aten::unbind_copy", "*", B(0)),
-    LIN("aten::flip", "*", B(0)),
-    LIN("aten::fliplr", "*", B(0)),
-    LIN("aten::flipud", "*", B(0)),
-    LIN("aten::roll", "*", B(0)),
-    LIN("aten::rot90", "*", B(0)),
-    LIN("aten::movedim", "*", B(0)),
-    LIN("aten::moveaxis", "*", B(0)),
-    LIN("aten::swapaxes", "*", B(0)),
-    LIN("aten::swapaxes_", "*", B(0)),
-    LIN("aten::swapdims", "*", B(0)),
-    LIN("aten::swapdims_", "*", B(0)),
-    LIN("aten::diagonal", "*", B(0)),
-    LIN("aten::diagonal_copy", "*", B(0)),
-    LIN("aten::diag", "*", B(0)),
-    LIN("aten::diag_embed", "*", B(0)),
-    LIN("aten::repeat", "*", B(0)),
-    LIN("aten::tile", "*", B(0)),
+    LIN("aten::_unsafe_view", "*", "self"),
+    LIN("aten::view_copy", "*", "self"),
+    LIN("aten::view_as", "*", "self"),
+    LIN("aten::reshape", "*", "self"),
+    LIN("aten::_reshape_alias", "*", "self"),
+    LIN("aten::_reshape_copy", "*", "self"),
+    LIN("aten::reshape_as", "*", "self"),
+    LIN("aten::flatten", "*", "self"),
+    LIN("aten::unflatten", "*", "self"),
+    LIN("aten::ravel", "*", "self"),
+    LIN("aten::expand", "*", "self"),
+    LIN("aten::expand_copy", "*", "self"),
+    LIN("aten::expand_as", "*", "self"),
+    LIN("aten::broadcast_to", "*", "self"),
+    LIN("aten::permute", "*", "self"),
+    LIN("aten::permute_copy", "*", "self"),
+    LIN("aten::transpose", "*", "self"),
+    LIN("aten::transpose_", "*", "self"),
+    LIN("aten::transpose_copy", "*", "self"),
+    LIN("aten::t", "*", "self"),
+    LIN("aten::t_", "*", "self"),
+    LIN("aten::t_copy", "*", "self"),
+    LIN("aten::adjoint", "*", "self"),
+    LIN("aten::mT", "*", "self"),
+    LIN("aten::mH", "*", "self"),
+    LIN("aten::squeeze", "*", "self"),
+    LIN("aten::squeeze_", "*", "self"),
+    LIN("aten::squeeze_copy", "*", "self"),
+    LIN("aten::unsqueeze", "*", "self"),
+    LIN("aten::unsqueeze_", "*", "self"),
+    LIN("aten::unsqueeze_copy", "*", "self"),
+    LIN("aten::slice", "*", "self"),
+    LIN("aten::slice_copy", "*", "self"),
+    LIN("aten::select", "*", "self"),
+    LIN("aten::select_copy", "*", "self"),
+    LIN("aten::narrow", "*", "self"),
+    LIN("aten::narrow_copy", "*", "self"),
+    LIN("aten::split", "*", "self"),
+    LIN("aten::split_copy", "*", "self"),
+    LIN("aten::split_with_sizes", "*", "self"),
+    LIN("aten::split_with_sizes_copy", "*", "self"),
+    LIN("aten::unsafe_split", "*", "self"),
+    LIN("aten::unsafe_split_with_sizes", "*", "self"),
+    LIN("aten::tensor_split", "*", "self"),
+    LIN("aten::chunk", "*", "self"),
+    LIN("aten::unsafe_chunk", "*", "self"),
+    LIN("aten::unbind", "*", "self"),
+    LIN("aten::unbind_copy", "*", "self"),
+    LIN("aten::flip", "*", "self"),
+    LIN("aten::fliplr", "*", "self"),
+    LIN("aten::flipud", "*", "self"),
+    LIN("aten::roll", "*", "self"),
+    LIN("aten::rot90", "*", "self"),
+    LIN("aten::movedim", "*", "self"),
+    LIN("aten::moveaxis", "*", "self"),
+    LIN("aten::swapaxes", "*", "self"),
+    LIN("aten::swapaxes_", "*", "self"),
+    LIN("aten::swapdims", "*", "self"),
+    LIN("aten::swapdims_", "*", "self"),
+    LIN("aten::diagonal", "*", "self"),
+    LIN("aten::diagonal_copy", "*", "self"),
+    LIN("aten::diag", "*", "self"),
+    LIN("aten::diag_embed", "*", "self"),
+    LIN("aten::repeat", "*", "self"),
+    LIN("aten::tile", "*", "self"),
     /* repeat_interleave(self, repeats, ...): linear in self; the repeats
      * tensor a coefficient.  repeat_interleave.Tensor(repeats) makes
      * indices from counts: NONLINEAR (the default). */
-    LINC("aten::repeat_interleave", "self_Tensor", B(0), B(1)),
-    LIN("aten::repeat_interleave", "self_int", B(0)),
-    LIN("aten::unfold", "*", B(0)),
-    LIN("aten::unfold_copy", "*", B(0)),
-    LIN("aten::as_strided", "*", B(0)),
-    LIN("aten::as_strided_", "*", B(0)),
-    LIN("aten::as_strided_copy", "*", B(0)),
-    LIN("aten::view_as_real", "*", B(0)),
-    LIN("aten::view_as_complex", "*", B(0)),
-    LIN("aten::real", "*", B(0)),
-    LIN("aten::imag", "*", B(0)),
+    LINC("aten::repeat_interleave", "self_Tensor", "self", "repeats"),
+    LIN("aten::repeat_interleave", "self_int", "self"),
+    LIN("aten::unfold", "*", "self"),
+    LIN("aten::unfold_copy", "*", "self"),
+    LIN("aten::as_strided", "*", "self"),
+    LIN("aten::as_strided_", "*", "self"),
+    LIN("aten::as_strided_copy", "*", "self"),
+    LIN("aten::view_as_real", "*", "self"),
+    LIN("aten::view_as_complex", "*", "self"),
+    LIN("aten::real", "*", "self"),
+    LIN("aten::imag", "*", "self"),
     /* complex(real, imag) = real + i imag: linear in both jointly, as add
      * (dev: the reference types torch.complex as non-linear). */
-    LIN("aten::complex", "*", 0),
+    LIN("aten::complex", "*", ""),
     /* polar(abs, angle) = abs * e^(i angle): linear in abs, the angle a
      * coefficient (dev: non-linear in the reference). */
-    LINC("aten::polar", "*", 0, B(1)),
-    LIN("aten::_lazy_clone", "*", B(0)),
+    LINC("aten::polar", "*", "", "angle"),
+    LIN("aten::_lazy_clone", "*", "self"),
     /* ---- LINEAR: resampling, padding, pooling, shuffles, FFTs --------
      * (torch's derivatives.yaml marks each auto_linear) */
-    LIN("aten::upsample_nearest1d", "*", 0),
-    LIN("aten::upsample_nearest2d", "*", 0),
-    LIN("aten::upsample_nearest3d", "*", 0),
-    LIN("aten::_upsample_nearest_exact1d", "*", 0),
-    LIN("aten::_upsample_nearest_exact2d", "*", 0),
-    LIN("aten::_upsample_nearest_exact3d", "*", 0),
-    LIN("aten::upsample_linear1d", "*", 0),
-    LIN("aten::upsample_bilinear2d", "*", 0),
-    LIN("aten::_upsample_bilinear2d_aa", "*", 0),
-    LIN("aten::upsample_bicubic2d", "*", 0),
-    LIN("aten::_upsample_bicubic2d_aa", "*", 0),
-    LIN("aten::upsample_trilinear3d", "*", 0),
+    LIN("aten::upsample_nearest1d", "*", ""),
+    LIN("aten::upsample_nearest2d", "*", ""),
+    LIN("aten::upsample_nearest3d", "*", ""),
+    LIN("aten::_upsample_nearest_exact1d", "*", ""),
+    LIN("aten::_upsample_nearest_exact2d", "*", ""),
+    LIN("aten::_upsample_nearest_exact3d", "*", ""),
+    LIN("aten::upsample_linear1d", "*", ""),
+    LIN("aten::upsample_bilinear2d", "*", ""),
+    LIN("aten::_upsample_bilinear2d_aa", "*", ""),
+    LIN("aten::upsample_bicubic2d", "*", ""),
+    LIN("aten::_upsample_bicubic2d_aa", "*", ""),
+    LIN("aten::upsample_trilinear3d", "*", ""),
     /* constant_pad_nd(self, pad, value): padding with 0 is linear; any
      * other value is the weak scalar, and P + scalar is an error. */
-    LINZ("aten::constant_pad_nd", "*", B(2), B(2)),
-    LIN("aten::reflection_pad1d", "*", 0),
-    LIN("aten::reflection_pad2d", "*", 0),
-    LIN("aten::reflection_pad3d", "*", 0),
-    LIN("aten::replication_pad1d", "*", 0),
-    LIN("aten::replication_pad2d", "*", 0),
-    LIN("aten::replication_pad3d", "*", 0),
-    LIN("aten::_adaptive_avg_pool2d", "*", 0),
-    LIN("aten::_adaptive_avg_pool3d", "*", 0),
-    LIN("aten::avg_pool2d", "*", 0),
-    LIN("aten::avg_pool3d", "*", 0),
+    LINZ("aten::constant_pad_nd", "*", "value", "value"),
+    LIN("aten::reflection_pad1d", "*", ""),
+    LIN("aten::reflection_pad2d", "*", ""),
+    LIN("aten::reflection_pad3d", "*", ""),
+    LIN("aten::replication_pad1d", "*", ""),
+    LIN("aten::replication_pad2d", "*", ""),
+    LIN("aten::replication_pad3d", "*", ""),
+    LIN("aten::_adaptive_avg_pool2d", "*", ""),
+    LIN("aten::_adaptive_avg_pool3d", "*", ""),
+    LIN("aten::avg_pool2d", "*", ""),
+    LIN("aten::avg_pool3d", "*", ""),
     /* max_unpool(self, indices, output_size): the indices a coefficient. */
-    LINC("aten::max_unpool2d", "*", 0, B(1)),
-    LINC("aten::max_unpool3d", "*", 0, B(1)),
-    LIN("aten::col2im", "*", 0),
-    LIN("aten::im2col", "*", 0),
-    LIN("aten::pixel_shuffle", "*", 0),
-    LIN("aten::pixel_unshuffle", "*", 0),
-    LIN("aten::channel_shuffle", "*", 0),
-    LIN("aten::native_channel_shuffle", "*", 0),
-    LIN("aten::_fft_r2c", "*", 0),
-    LIN("aten::_fft_c2r", "*", 0),
-    LIN("aten::_fft_c2c", "*", 0),
+    LINC("aten::max_unpool2d", "*", "", "indices"),
+    LINC("aten::max_unpool3d", "*", "", "indices"),
+    LIN("aten::col2im", "*", ""),
+    LIN("aten::im2col", "*", ""),
+    LIN("aten::pixel_shuffle", "*", ""),
+    LIN("aten::pixel_unshuffle", "*", ""),
+    LIN("aten::channel_shuffle", "*", ""),
+    LIN("aten::native_channel_shuffle", "*", ""),
+    LIN("aten::_fft_r2c", "*", ""),
+    LIN("aten::_fft_c2r", "*", ""),
+    LIN("aten::_fft_c2c", "*", ""),
     /* affine_grid_generator(theta, size, align_corners). */
-    LIN("aten::affine_grid_generator", "*", 0),
+    LIN("aten::affine_grid_generator", "*", ""),
     /* ---- LINEAR jointly in self and src: scatters of a slice ---------- */
-    LIN("aten::slice_scatter", "*", 0),
-    LIN("aten::select_scatter", "*", 0),
-    LIN("aten::diagonal_scatter", "*", 0),
-    LIN("aten::slice_inverse", "*", 0),
-    LIN("aten::tril", "*", B(0)),
-    LIN("aten::tril_", "*", B(0)),
-    LIN("aten::triu", "*", B(0)),
-    LIN("aten::triu_", "*", B(0)),
+    LIN("aten::slice_scatter", "*", ""),
+    LIN("aten::select_scatter", "*", ""),
+    LIN("aten::diagonal_scatter", "*", ""),
+    LIN("aten::slice_inverse", "*", ""),
+    LIN("aten::tril", "*", "self"),
+    LIN("aten::tril_", "*", "self"),
+    LIN("aten::triu", "*", "self"),
+    LIN("aten::triu_", "*", "self"),
     /* ---- LINEAR with coefficients: indexing, masking, selection ------ */
     /* index_select(self, dim, index), gather(self, dim, index, ...). */
-    LINC("aten::index_select", "*", B(0), B(2)),
-    LINC("aten::gather", "*", B(0), B(2)),
-    LINC("aten::take_along_dim", "*", B(0), B(1)),
-    LINC("aten::take", "*", B(0), B(1)),
+    LINC("aten::index_select", "*", "self", "index"),
+    LINC("aten::gather", "*", "self", "index"),
+    LINC("aten::take_along_dim", "*", "self", "indices"),
+    LINC("aten::take", "*", "self", "index"),
     /* index.Tensor(self, Tensor?[] indices). */
-    LINC("aten::index", "*", B(0), B(1)),
-    LINC("aten::_unsafe_index", "*", B(0), B(1)),
+    LINC("aten::index", "*", "self", "indices"),
+    LINC("aten::_unsafe_index", "*", "self", "indices"),
     /* index_put(self, indices, values, accumulate). */
-    LINC("aten::index_put", "*", B(0) | B(2), B(1)),
-    LINC("aten::index_put_", "*", B(0) | B(2), B(1)),
-    LINC("aten::_index_put_impl_", "*", B(0) | B(2), B(1)),
-    LINC("aten::_unsafe_index_put", "*", B(0) | B(2), B(1)),
+    LINC("aten::index_put", "*", "self values", "indices"),
+    LINC("aten::index_put_", "*", "self values", "indices"),
+    LINC("aten::_index_put_impl_", "*", "self values", "indices"),
+    LINC("aten::_unsafe_index_put", "*", "self values", "indices"),
     /* index_add(self, dim, index, source, *, alpha). */
-    LINC("aten::index_add", "*", B(0) | B(3), B(2)),
-    LINC("aten::index_add_", "*", B(0) | B(3), B(2)),
+    LINC("aten::index_add", "*", "self source", "index"),
+    LINC("aten::index_add_", "*", "self source", "index"),
     /* index_copy(self, dim, index, source). */
-    LINC("aten::index_copy", "*", B(0) | B(3), B(2)),
-    LINC("aten::index_copy_", "*", B(0) | B(3), B(2)),
+    LINC("aten::index_copy", "*", "self source", "index"),
+    LINC("aten::index_copy_", "*", "self source", "index"),
     /* index_fill(self, dim, index, value); a fill value of 0 is no
      * operand (also for scatter's and masked_fill's value). */
-    LINCZ("aten::index_fill", "*", B(0) | B(3), B(2), B(3)),
-    LINCZ("aten::index_fill_", "*", B(0) | B(3), B(2), B(3)),
+    LINCZ("aten::index_fill", "*", "self value", "index", "value"),
+    LINCZ("aten::index_fill_", "*", "self value", "index", "value"),
     /* scatter(self, dim, index, src|value), scatter_add(self, dim, index, src). */
-    LINCZ("aten::scatter", "*", B(0) | B(3), B(2), B(3)),
-    LINCZ("aten::scatter_", "*", B(0) | B(3), B(2), B(3)),
+    LINCZ("aten::scatter", "*", "self value|src", "index", "value|src"),
+    LINCZ("aten::scatter_", "*", "self value|src", "index", "value|src"),
     /* scatter(..., reduce="multiply") multiplies self by src. */
     NON("aten::scatter", "reduce"),
     NON("aten::scatter", "value_reduce"),
     NON("aten::scatter_", "reduce"),
     NON("aten::scatter_", "value_reduce"),
-    LINC("aten::scatter_add", "*", B(0) | B(3), B(2)),
-    LINC("aten::scatter_add_", "*", B(0) | B(3), B(2)),
+    LINC("aten::scatter_add", "*", "self src", "index"),
+    LINC("aten::scatter_add_", "*", "self src", "index"),
     /* masked_fill(self, mask, value), masked_scatter(self, mask, source),
      * masked_select(self, mask). */
-    LINCZ("aten::masked_fill", "*", B(0) | B(2), B(1), B(2)),
-    LINCZ("aten::masked_fill_", "*", B(0) | B(2), B(1), B(2)),
-    LINC("aten::masked_scatter", "*", B(0) | B(2), B(1)),
-    LINC("aten::masked_scatter_", "*", B(0) | B(2), B(1)),
-    LINC("aten::masked_select", "*", B(0), B(1)),
+    LINCZ("aten::masked_fill", "*", "self value", "mask", "value"),
+    LINCZ("aten::masked_fill_", "*", "self value", "mask", "value"),
+    LINC("aten::masked_scatter", "*", "self source", "mask"),
+    LINC("aten::masked_scatter_", "*", "self source", "mask"),
+    LINC("aten::masked_select", "*", "self", "mask"),
     /* where.self(condition, self, other). */
-    LINC("aten::where", "*", B(1) | B(2), B(0)),
+    LINC("aten::where", "*", "self other", "condition"),
     NON("aten::where", ""), /* where(condition): the indices of nonzeros */
     /* lerp(self, end, weight) = (1 - weight) * self + weight * end:
      * linear in (self, end), the weight a coefficient. */
-    LINC("aten::lerp", "*", 0, B(2)),
-    LINC("aten::lerp_", "*", 0, B(2)),
+    LINC("aten::lerp", "*", "", "weight|weights"),
+    LINC("aten::lerp_", "*", "", "weight|weights"),
     /* embedding(weight, indices, ...): linear in the weight. */
-    LINC("aten::embedding", "*", 0, B(1)),
+    LINC("aten::embedding", "*", "", "indices"),
     /* ---- MULTILINEAR: division (divisor at arg 1 is nonlinear) -------- */
-    MULN("aten::div", "*", B(0) | B(1), B(1)),
-    MULN("aten::div_", "*", B(0) | B(1), B(1)),
-    MULN("aten::divide", "*", B(0) | B(1), B(1)),
-    MULN("aten::divide_", "*", B(0) | B(1), B(1)),
-    MULN("aten::true_divide", "*", B(0) | B(1), B(1)),
-    MULN("aten::true_divide_", "*", B(0) | B(1), B(1)),
+    MULN("aten::div", "*", "self other|scalar|scalars", "other|scalar|scalars"),
+    MULN("aten::div_", "*", "self other|scalar|scalars", "other|scalar|scalars"),
+    MULN("aten::divide", "*", "self other", "other"),
+    MULN("aten::divide_", "*", "self other", "other"),
+    MULN("aten::true_divide", "*", "self other", "other"),
+    MULN("aten::true_divide_", "*", "self other", "other"),
     NON("aten::div", "Tensor_mode"),
     NON("aten::div", "Scalar_mode"),
     NON("aten::div", "out_mode"),
@@ -397,81 +422,81 @@ static const cspmdi_rule_t rules[] = {
     MUL("aten::tensordot", "*"),
     MUL("aten::kron", "*"),
     /* ---- decompositions: LINEAR(MULTILINEAR(a, b), self) -------------- */
-    DEC("aten::addmm", 1, 2, 0, 0),
-    DEC("aten::addmm_", 1, 2, 0, 0),
-    DEC("aten::addmv", 1, 2, 0, 0),
-    DEC("aten::addmv_", 1, 2, 0, 0),
-    DEC("aten::addbmm", 1, 2, 0, 0),
-    DEC("aten::addbmm_", 1, 2, 0, 0),
-    DEC("aten::baddbmm", 1, 2, 0, 0),
-    DEC("aten::baddbmm_", 1, 2, 0, 0),
-    DEC("aten::addr", 1, 2, 0, 0),
-    DEC("aten::addr_", 1, 2, 0, 0),
+    DEC("aten::addmm", "mat1", "mat2", "self", ""),
+    DEC("aten::addmm_", "mat1", "mat2", "self", ""),
+    DEC("aten::addmv", "mat", "vec", "self", ""),
+    DEC("aten::addmv_", "mat", "vec", "self", ""),
+    DEC("aten::addbmm", "batch1", "batch2", "self", ""),
+    DEC("aten::addbmm_", "batch1", "batch2", "self", ""),
+    DEC("aten::baddbmm", "batch1", "batch2", "self", ""),
+    DEC("aten::baddbmm_", "batch1", "batch2", "self", ""),
+    DEC("aten::addr", "vec1", "vec2", "self", ""),
+    DEC("aten::addr_", "vec1", "vec2", "self", ""),
     /* addcmul(self, t1, t2, value) = self + value * t1 * t2. */
-    DEC("aten::addcmul", 1, 2, 0, 0),
-    DEC("aten::addcmul_", 1, 2, 0, 0),
+    DEC("aten::addcmul", "tensor1", "tensor2", "self", ""),
+    DEC("aten::addcmul_", "tensor1", "tensor2", "self", ""),
     /* addcdiv(self, t1, t2, value) = self + value * t1 / t2. */
-    DEC("aten::addcdiv", 1, 2, 0, B(2)),
-    DEC("aten::addcdiv_", 1, 2, 0, B(2)),
+    DEC("aten::addcdiv", "tensor1", "tensor2", "self", "tensor2"),
+    DEC("aten::addcdiv_", "tensor1", "tensor2", "self", "tensor2"),
     /* linear(input, weight, bias?) and convolution(input, weight, bias?, ...)
      * when they arrive whole (normally decomposed). */
-    DEC("aten::linear", 0, 1, 2, 0),
-    DEC("aten::convolution", 0, 1, 2, 0),
-    DEC("aten::_convolution", 0, 1, 2, 0),
-    DEC("aten::conv1d", 0, 1, 2, 0),
-    DEC("aten::conv2d", 0, 1, 2, 0),
-    DEC("aten::conv3d", 0, 1, 2, 0),
+    DEC("aten::linear", "input", "weight", "bias", ""),
+    DEC("aten::convolution", "input", "weight", "bias", ""),
+    DEC("aten::_convolution", "input", "weight", "bias", ""),
+    DEC("aten::conv1d", "input", "weight", "bias", ""),
+    DEC("aten::conv2d", "input", "weight", "bias", ""),
+    DEC("aten::conv3d", "input", "weight", "bias", ""),
     /* ---- backward ops: linear in grad_output (arg 0) ------------------ */
-    BWD("aten::embedding_dense_backward"),
-    BWD("aten::embedding_backward"),
-    BWD("aten::embedding_sparse_backward"),
-    BWDO("aten::nll_loss_backward", B(0) | B(1) | B(2) | B(3)),
-    BWDO("aten::nll_loss2d_backward", B(0) | B(1) | B(2) | B(3)),
-    BWD("aten::_softmax_backward_data"),
-    BWD("aten::_log_softmax_backward_data"),
-    BWD("aten::native_layer_norm_backward"),
-    BWD("aten::native_group_norm_backward"),
-    BWD("aten::native_batch_norm_backward"),
-    BWD("aten::_fused_rms_norm_backward"),
-    BWD("aten::gelu_backward"),
-    BWD("aten::silu_backward"),
-    BWD("aten::threshold_backward"),
-    BWD("aten::tanh_backward"),
-    BWD("aten::sigmoid_backward"),
-    BWD("aten::softplus_backward"),
-    BWD("aten::hardtanh_backward"),
-    BWD("aten::hardswish_backward"),
-    BWD("aten::hardsigmoid_backward"),
-    BWD("aten::elu_backward"),
-    BWD("aten::leaky_relu_backward"),
-    BWD("aten::mish_backward"),
-    BWD("aten::log_sigmoid_backward"),
-    BWD("aten::glu_backward"),
-    BWD("aten::mse_loss_backward"),
-    BWD("aten::smooth_l1_loss_backward"),
-    BWD("aten::huber_loss_backward"),
-    BWD("aten::binary_cross_entropy_backward"),
-    BWD("aten::native_dropout_backward"),
-    BWD("aten::_masked_softmax_backward"),
-    BWD("aten::_scaled_dot_product_flash_attention_for_cpu_backward"),
-    BWD("aten::_scaled_dot_product_efficient_attention_backward"),
-    BWD("aten::_scaled_dot_product_flash_attention_backward"),
-    BWD("aten::_scaled_dot_product_cudnn_attention_backward"),
-    BWD("aten::_scaled_dot_product_fused_attention_overrideable_backward"),
-    BWD("aten::_efficient_attention_backward"),
-    BWD("aten::_flash_attention_backward"),
-    BWD("aten::convolution_backward"),
-    BWD("aten::max_pool2d_with_indices_backward"),
-    BWD("aten::max_pool3d_with_indices_backward"),
-    BWD("aten::avg_pool2d_backward"),
-    BWD("aten::avg_pool3d_backward"),
-    BWD("aten::_adaptive_avg_pool2d_backward"),
-    BWD("aten::_adaptive_avg_pool3d_backward"),
-    BWD("aten::index_select_backward"),
-    BWD("aten::gather_backward"),
-    BWD("aten::masked_select_backward"),
-    BWD("aten::trace_backward"),
-    BWD("aten::_prelu_kernel_backward"),
+    BWD("aten::embedding_dense_backward", "grad_output"),
+    BWD("aten::embedding_backward", "grad"),
+    BWD("aten::embedding_sparse_backward", "grad"),
+    BWDO("aten::nll_loss_backward", "grad_output", "grad_output self target weight"),
+    BWDO("aten::nll_loss2d_backward", "grad_output", "grad_output self target weight"),
+    BWD("aten::_softmax_backward_data", "grad_output"),
+    BWD("aten::_log_softmax_backward_data", "grad_output"),
+    BWD("aten::native_layer_norm_backward", "grad_out"),
+    BWD("aten::native_group_norm_backward", "grad_out"),
+    BWD("aten::native_batch_norm_backward", "grad_out"),
+    BWD("aten::_fused_rms_norm_backward", "grad_out"),
+    BWD("aten::gelu_backward", "grad_output"),
+    BWD("aten::silu_backward", "grad_output"),
+    BWD("aten::threshold_backward", "grad_output"),
+    BWD("aten::tanh_backward", "grad_output"),
+    BWD("aten::sigmoid_backward", "grad_output"),
+    BWD("aten::softplus_backward", "grad_output"),
+    BWD("aten::hardtanh_backward", "grad_output"),
+    BWD("aten::hardswish_backward", "grad_output"),
+    BWD("aten::hardsigmoid_backward", "grad_output"),
+    BWD("aten::elu_backward", "grad_output"),
+    BWD("aten::leaky_relu_backward", "grad_output"),
+    BWD("aten::mish_backward", "grad_output"),
+    BWD("aten::log_sigmoid_backward", "grad_output"),
+    BWD("aten::glu_backward", "grad_output"),
+    BWD("aten::mse_loss_backward", "grad_output"),
+    BWD("aten::smooth_l1_loss_backward", "grad_output"),
+    BWD("aten::huber_loss_backward", "grad_output"),
+    BWD("aten::binary_cross_entropy_backward", "grad_output"),
+    BWD("aten::native_dropout_backward", "grad_output"),
+    BWD("aten::_masked_softmax_backward", "grad_output"),
+    BWD("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "grad_out"),
+    BWD("aten::_scaled_dot_product_efficient_attention_backward", "grad_out_"),
+    BWD("aten::_scaled_dot_product_flash_attention_backward", "grad_out"),
+    BWD("aten::_scaled_dot_product_cudnn_attention_backward", "grad_out"),
+    BWD("aten::_scaled_dot_product_fused_attention_overrideable_backward", "grad_out"),
+    BWD("aten::_efficient_attention_backward", "grad_out_"),
+    BWD("aten::_flash_attention_backward", "grad_out"),
+    BWD("aten::convolution_backward", "grad_output"),
+    BWD("aten::max_pool2d_with_indices_backward", "grad_output"),
+    BWD("aten::max_pool3d_with_indices_backward", "grad_output"),
+    BWD("aten::avg_pool2d_backward", "grad_output"),
+    BWD("aten::avg_pool3d_backward", "grad_output"),
+    BWD("aten::_adaptive_avg_pool2d_backward", "grad_output"),
+    BWD("aten::_adaptive_avg_pool3d_backward", "grad_output"),
+    BWD("aten::index_select_backward", "grad"),
+    BWD("aten::gather_backward", "grad"),
+    BWD("aten::masked_select_backward", "grad"),
+    BWD("aten::trace_backward", "grad"),
+    BWD("aten::_prelu_kernel_backward", "grad_output"),
     BWDL("aten::slice_backward"),
     BWDL("aten::select_backward"),
     BWDL("aten::diagonal_backward"),
@@ -491,17 +516,17 @@ static const cspmdi_rule_t rules[] = {
     BWDL("aten::upsample_trilinear3d_backward"),
     BWDL("aten::affine_grid_generator_backward"),
     /* (grad_output, self, ...): self gives the shape, or the max's place. */
-    BWD("aten::reflection_pad1d_backward"),
-    BWD("aten::reflection_pad2d_backward"),
-    BWD("aten::reflection_pad3d_backward"),
-    BWD("aten::replication_pad1d_backward"),
-    BWD("aten::replication_pad2d_backward"),
-    BWD("aten::replication_pad3d_backward"),
-    BWD("aten::max_pool2d_backward"),
-    BWD("aten::adaptive_max_pool2d_backward"),
-    BWD("aten::adaptive_max_pool3d_backward"),
-    BWD("aten::fractional_max_pool2d_backward"),
-    BWD("aten::fractional_max_pool3d_backward"),
+    BWD("aten::reflection_pad1d_backward", "grad_output"),
+    BWD("aten::reflection_pad2d_backward", "grad_output"),
+    BWD("aten::reflection_pad3d_backward", "grad_output"),
+    BWD("aten::replication_pad1d_backward", "grad_output"),
+    BWD("aten::replication_pad2d_backward", "grad_output"),
+    BWD("aten::replication_pad3d_backward", "grad_output"),
+    BWD("aten::max_pool2d_backward", "grad_output"),
+    BWD("aten::adaptive_max_pool2d_backward", "grad_output"),
+    BWD("aten::adaptive_max_pool3d_backward", "grad_output"),
+    BWD("aten::fractional_max_pool2d_backward", "grad_output"),
+    BWD("aten::fractional_max_pool3d_backward", "grad_output"),
     /* ---- forward ops with no linearity (listed for clarity) ----------- */
     NON("aten::native_layer_norm", "*"),
     NON("aten::_fused_rms_norm", "*"),
@@ -520,9 +545,9 @@ static const cspmdi_rule_t rules[] = {
     /* Uninitialized buffers take the operand's type, P included: their
      * contents are only ever overwritten (autograd's clone_obey_contract
      * does new_empty_strided + copy_ on gradients, which may be P). */
-    LIN("aten::empty_like", "*", 0),
-    LIN("aten::new_empty", "*", 0),
-    LIN("aten::new_empty_strided", "*", 0),
+    LIN("aten::empty_like", "*", ""),
+    LIN("aten::new_empty", "*", ""),
+    LIN("aten::new_empty_strided", "*", ""),
     /* Random factories arrive whole at cspmd's key: fresh data, {} */
     RAND("aten::randn", "*"),
     RAND("aten::rand", "*"),
@@ -541,13 +566,13 @@ static const cspmdi_rule_t rules[] = {
     FAC("aten::eye", "*", 0),
     FAC("aten::scalar_tensor", "*", 0),
     /* A typed tensor passed through lift_fresh keeps its type (LINEAR). */
-    {"aten::lift_fresh", "*", LI, FACT, CSPMDI_RF_FRESH, -1, -1, -1, 0, 0, 0, 0, 0},
-    {"aten::lift_fresh_copy", "*", LI, FACT, CSPMDI_RF_FRESH, -1, -1, -1, 0, 0, 0, 0, 0},
+    {ROW("aten::lift_fresh", "*", LI, FACT, CSPMDI_RF_FRESH)},
+    {ROW("aten::lift_fresh_copy", "*", LI, FACT, CSPMDI_RF_FRESH)},
     /* *_like: the operand's type; a P operand gives P for a zero fill and
      * R for any other (dev: the reference rejects P through them). */
-    LIKE("aten::zeros_like", CSPMDI_RF_ZEROS, 0),
-    LIKE("aten::ones_like", 0, 0),
-    LIKE("aten::full_like", 0, B(1)),
+    LIKE("aten::zeros_like", CSPMDI_RF_ZEROS, ""),
+    LIKE("aten::ones_like", 0, ""),
+    LIKE("aten::full_like", 0, "fill_value"),
     FAC("aten::new_zeros", "*", CSPMDI_RF_IGNORE_OPERANDS),
     FAC("aten::new_ones", "*", CSPMDI_RF_IGNORE_OPERANDS),
     FAC("aten::new_full", "*", CSPMDI_RF_IGNORE_OPERANDS),
@@ -605,11 +630,11 @@ static const cspmdi_rule_t rules[] = {
     FUSED("aten::_fused_adamw_", NL, ADAM_OPERANDS, ADAM_RESULTS),
     FUSED("aten::_fused_adamw", NL, ADAM_OPERANDS, ADAM_RESULTS),
     /* sgd(self, grads, momentum_buffer_list, ...): linear. */
-    FUSED("aten::_fused_sgd_", LI, B(0) | B(1) | B(2), B(0) | B(2)),
-    FUSED("aten::_fused_sgd", LI, B(0) | B(1) | B(2), B(0) | B(2)),
+    FUSED("aten::_fused_sgd_", LI, "self grads momentum_buffer_list", "self momentum_buffer_list"),
+    FUSED("aten::_fused_sgd", LI, "self grads momentum_buffer_list", "self momentum_buffer_list"),
     /* adagrad(self, grads, state_sums, state_steps, ...). */
-    FUSED("aten::_fused_adagrad_", NL, B(0) | B(1) | B(2), B(0) | B(2)),
-    FUSED("aten::_fused_adagrad", NL, B(0) | B(1) | B(2), B(0) | B(2)),
+    FUSED("aten::_fused_adagrad_", NL, "self grads state_sums", "self state_sums"),
+    FUSED("aten::_fused_adagrad", NL, "self grads state_sums", "self state_sums"),
 };
 
 #define NRULES ((int)(sizeof rules / sizeof rules[0]))
@@ -621,7 +646,33 @@ static int32_t prefix_ids[NRULES];
 static int nprefix;
 static pthread_once_t index_once = PTHREAD_ONCE_INIT;
 
-static int is_prefix_rule(const cspmdi_rule_t *r)
+/* The bound record of each row, beside the const table: inference reads
+ * it once state is BOUND (published with release, read with acquire).  A
+ * row that names no argument is bound from the start; the others by
+ * cspmd_rule_bind, under bind_mutex. */
+enum { UNBOUND = 0, BOUND = 1 };
+typedef struct bound_row {
+    cspmdi_rule_t r;
+    int grad;             /* the gradient's position (backward rows), or -1 */
+    char *first;          /* the overload that bound it first ("aten::add.Tensor") */
+    _Atomic int state;
+} bound_row_t;
+static bound_row_t bound[NRULES];
+static pthread_mutex_t bind_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static int named(const char *role)
+{
+    return role != NULL && role[0] != '\0';
+}
+
+static int row_names_arguments(const rule_row_t *w)
+{
+    return named(w->scalars) || named(w->coefs) || named(w->operands) || named(w->results) ||
+           named(w->zero_free) || named(w->grad) || named(w->dec_a) || named(w->dec_b) ||
+           named(w->dec_self);
+}
+
+static int is_prefix_rule(const rule_row_t *r)
 {
     size_t n = strlen(r->name);
     return n > 0 && r->name[n - 1] == '*';
@@ -635,15 +686,28 @@ static int key_cmp(const char *n1, const char *o1, const char *n2, const char *o
 
 static int id_cmp(const void *a, const void *b)
 {
-    const cspmdi_rule_t *x = &rules[*(const int32_t *)a];
-    const cspmdi_rule_t *y = &rules[*(const int32_t *)b];
+    const rule_row_t *x = &rules[*(const int32_t *)a];
+    const rule_row_t *y = &rules[*(const int32_t *)b];
     return key_cmp(x->name, x->overload, y->name, y->overload);
 }
 
 static void build_index(void)
 {
-    for (int32_t i = 1; i < NRULES; i++) {
-        if (is_prefix_rule(&rules[i])) {
+    for (int32_t i = 0; i < NRULES; i++) {
+        const rule_row_t *w = &rules[i];
+        cspmdi_rule_t *r = &bound[i].r;
+        r->name = w->name;
+        r->overload = w->overload;
+        r->lin = w->lin;
+        r->kind = w->kind;
+        r->flags = w->flags;
+        r->dec_a = r->dec_b = r->dec_self = -1;
+        bound[i].grad = -1;
+        atomic_store_explicit(&bound[i].state, row_names_arguments(w) ? UNBOUND : BOUND,
+                              memory_order_release);
+        if (i == 0)
+            continue;
+        if (is_prefix_rule(w)) {
             prefix_ids[nprefix++] = i;
         } else {
             sorted_ids[nsorted++] = i;
@@ -657,7 +721,7 @@ static int32_t lookup(const char *name, const char *overload)
     int lo = 0, hi = nsorted - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
-        const cspmdi_rule_t *r = &rules[sorted_ids[mid]];
+        const rule_row_t *r = &rules[sorted_ids[mid]];
         int c = key_cmp(name, overload, r->name, r->overload);
         if (c == 0)
             return sorted_ids[mid];
@@ -695,7 +759,7 @@ cspmd_rule_t cspmd_rule_find(const char *name, const char *overload)
     if (id >= 0)
         return id;
     for (int i = 0; i < nprefix; i++) {
-        const cspmdi_rule_t *r = &rules[prefix_ids[i]];
+        const rule_row_t *r = &rules[prefix_ids[i]];
         size_t n = strlen(r->name) - 1;
         if (strncmp(name, r->name, n) == 0)
             return prefix_ids[i];
@@ -713,6 +777,13 @@ cspmd_rule_t cspmdi_rule_element(cspmd_rule_t rule)
     return is_foreach_id(rule) ? rule & ~CSPMDI_FOREACH_BIT : rule;
 }
 
+/* The const row of an id (a FOREACH id: its element rule's), or NULL. */
+static const rule_row_t *row_of(cspmd_rule_t rule)
+{
+    rule = cspmdi_rule_element(rule);
+    return rule >= 0 && rule < NRULES ? &rules[rule] : NULL;
+}
+
 int cspmd_rule_takes_result(cspmd_rule_t rule, int arg)
 {
     const cspmdi_rule_t *r = cspmdi_rule_get(cspmdi_rule_element(rule));
@@ -725,7 +796,20 @@ const cspmdi_rule_t *cspmdi_rule_get(cspmd_rule_t rule)
 {
     if (rule < 0 || rule >= NRULES)
         return NULL;
-    return &rules[rule];
+    pthread_once(&index_once, build_index);
+    if (atomic_load_explicit(&bound[rule].state, memory_order_acquire) != BOUND)
+        return NULL;
+    return &bound[rule].r;
+}
+
+cspmd_status_t cspmdi_rule_missing(cspmd_rule_t rule, const char *who)
+{
+    if (rule < 0 || rule >= NRULES)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "%s: unknown rule id %d", who, (int)rule);
+    return cspmd_error_set(CSPMD_ERR_MISUSE,
+                           "%s: the rule of %s.%s names its arguments, and no overload's schema "
+                           "has been bound to it (cspmd_rule_bind)",
+                           who, rules[rule].name, rules[rule].overload);
 }
 
 const char *cspmdi_rule_short_name(const cspmdi_rule_t *r)
@@ -738,8 +822,8 @@ cspmd_rule_kind_t cspmd_rule_kind(cspmd_rule_t rule)
 {
     if (is_foreach_id(rule))
         return CSPMD_KIND_FOREACH;
-    const cspmdi_rule_t *r = cspmdi_rule_get(rule);
-    return r != NULL ? (cspmd_rule_kind_t)r->kind : CSPMD_KIND_INFER;
+    const rule_row_t *w = row_of(rule);
+    return w != NULL ? (cspmd_rule_kind_t)w->kind : CSPMD_KIND_INFER;
 }
 
 int cspmd_rule_count(void)
@@ -747,17 +831,249 @@ int cspmd_rule_count(void)
     return NRULES;
 }
 
+/* ---- binding argument names to an overload's positions --------------- */
+
+typedef struct schema {
+    const char *op; /* the overload being bound, for messages */
+    const char *const *names;
+    const uint8_t *is_tensor;
+    size_t n;
+} schema_t;
+
+/* The argument one name of a role denotes (len bytes of spellings split by
+ * '|'): its position, -1 if no spelling is an argument, -2 if two
+ * arguments are. */
+static int name_position(const schema_t *s, const char *name, size_t len)
+{
+    int found = -1;
+    const char *end = name + len;
+    for (const char *p = name; p < end;) {
+        const char *bar = memchr(p, '|', (size_t)(end - p));
+        size_t l = bar != NULL ? (size_t)(bar - p) : (size_t)(end - p);
+        for (size_t i = 0; i < s->n; i++) {
+            if (strlen(s->names[i]) != l || memcmp(s->names[i], p, l) != 0)
+                continue;
+            if (found >= 0 && found != (int)i)
+                return -2;
+            found = (int)i;
+        }
+        p += l + 1;
+    }
+    return found;
+}
+
+/* The schema's argument names, "self, other, alpha" (malloc'd; NULL when
+ * out of memory). */
+static char *argument_list(const schema_t *s)
+{
+    size_t len = 1;
+    for (size_t i = 0; i < s->n; i++)
+        len += strlen(s->names[i]) + 2;
+    char *text = malloc(len), *q = text;
+    if (text == NULL)
+        return NULL;
+    for (size_t i = 0; i < s->n; i++)
+        q += sprintf(q, "%s%s", i ? ", " : "", s->names[i]);
+    *q = '\0';
+    return text;
+}
+
+static cspmd_status_t defect(const schema_t *s, const rule_row_t *w, const char *role,
+                             const char *name, size_t len, const char *what, int pos)
+{
+    char *args = argument_list(s);
+    cspmd_status_t st = cspmd_error_set(
+        CSPMD_ERR_RUNTIME,
+        "%s: cspmd's rule table is wrong for this op: its row %s.%s names '%.*s' as %s, %s "
+        "(argument %d; the overload's arguments: %s)",
+        s->op, w->name, w->overload, (int)len, name, role, what, pos, args ? args : "?");
+    free(args);
+    return st;
+}
+
+/* Resolve the names of one role into a mask; with need_tensor each must be
+ * a tensor argument.  *single (if not NULL) is the position of a role
+ * that names exactly one argument. */
+static cspmd_status_t resolve(const schema_t *s, const rule_row_t *w, const char *role,
+                              const char *spec, int need_tensor, uint64_t *mask, int *single)
+{
+    *mask = 0;
+    int count = 0, last = -1;
+    for (const char *p = named(spec) ? spec : ""; *p != '\0';) {
+        size_t len = strcspn(p, " ");
+        if (len == 0) {
+            p++;
+            continue;
+        }
+        int pos = name_position(s, p, len);
+        if (pos == -1)
+            return defect(s, w, role, p, len, "which this overload does not have", -1);
+        if (pos == -2)
+            return defect(s, w, role, p, len, "whose spellings are two different arguments here",
+                          -1);
+        if (pos >= 64)
+            return defect(s, w, role, p, len,
+                          "past the 64 arguments a rule can describe, so this op cannot be "
+                          "checked", pos);
+        if (need_tensor && !s->is_tensor[pos])
+            return defect(s, w, role, p, len, "which is no tensor argument here", pos);
+        *mask |= UINT64_C(1) << pos;
+        last = pos;
+        count++;
+        p += len;
+    }
+    if (single != NULL) {
+        if (named(spec) && count != 1)
+            return defect(s, w, role, spec, strlen(spec), "which must be one argument", -1);
+        *single = last;
+    }
+    return CSPMD_OK;
+}
+
+/* The bound record of row w for schema s into r (metadata already there)
+ * and the gradient's position into *grad. */
+static cspmd_status_t bind_row(const schema_t *s, const rule_row_t *w, cspmdi_rule_t *r,
+                               int *grad)
+{
+    uint64_t unused = 0;
+    int a = -1, b = -1, self = -1;
+    cspmd_status_t st;
+    if ((st = resolve(s, w, "a weak scalar", w->scalars, 0, &r->scalar_pos, NULL)) != CSPMD_OK ||
+        (st = resolve(s, w, "a coefficient", w->coefs, 0, &r->nonlin_pos, NULL)) != CSPMD_OK ||
+        (st = resolve(s, w, "an operand", w->operands, 1, &r->operand_pos, NULL)) != CSPMD_OK ||
+        (st = resolve(s, w, "a result", w->results, 1, &r->result_pos, NULL)) != CSPMD_OK ||
+        (st = resolve(s, w, "a zero-free scalar", w->zero_free, 0, &r->zero_free_pos, NULL)) !=
+            CSPMD_OK ||
+        (st = resolve(s, w, "the gradient", w->grad, 1, &unused, grad)) != CSPMD_OK ||
+        (st = resolve(s, w, "product operand a", w->dec_a, 1, &unused, &a)) != CSPMD_OK ||
+        (st = resolve(s, w, "product operand b", w->dec_b, 1, &unused, &b)) != CSPMD_OK ||
+        (st = resolve(s, w, "the summand", w->dec_self, 1, &unused, &self)) != CSPMD_OK)
+        return st;
+    if (r->zero_free_pos & ~r->scalar_pos)
+        return defect(s, w, "a zero-free scalar", w->zero_free, strlen(w->zero_free),
+                      "which is no weak scalar of the row", -1);
+    if (*grad >= 0) /* every other argument (operand) is a coefficient */
+        r->nonlin_pos |= (r->operand_pos ? r->operand_pos : ~UINT64_C(0)) &
+                         ~(UINT64_C(1) << *grad);
+    r->dec_a = (int8_t)a;
+    r->dec_b = (int8_t)b;
+    r->dec_self = (int8_t)self;
+    return CSPMD_OK;
+}
+
+static int same_binding(const cspmdi_rule_t *x, int xg, const cspmdi_rule_t *y, int yg)
+{
+    return x->scalar_pos == y->scalar_pos && x->nonlin_pos == y->nonlin_pos &&
+           x->operand_pos == y->operand_pos && x->result_pos == y->result_pos &&
+           x->zero_free_pos == y->zero_free_pos && x->dec_a == y->dec_a &&
+           x->dec_b == y->dec_b && x->dec_self == y->dec_self && xg == yg;
+}
+
+/* Why schema s binds row w (bound first by b) differently: the first name
+ * whose position here is not one it had there. */
+static cspmd_status_t disagreement(const schema_t *s, const rule_row_t *w, const bound_row_t *b)
+{
+    const struct {
+        const char *role, *spec;
+        uint64_t first;
+    } roles[] = {
+        {"a weak scalar", w->scalars, b->r.scalar_pos},
+        {"a coefficient", w->coefs, b->r.nonlin_pos},
+        {"an operand", w->operands, b->r.operand_pos},
+        {"a result", w->results, b->r.result_pos},
+        {"a zero-free scalar", w->zero_free, b->r.zero_free_pos},
+        {"the gradient", w->grad, b->grad >= 0 ? UINT64_C(1) << b->grad : 0},
+        {"product operand a", w->dec_a, b->r.dec_a >= 0 ? UINT64_C(1) << b->r.dec_a : 0},
+        {"product operand b", w->dec_b, b->r.dec_b >= 0 ? UINT64_C(1) << b->r.dec_b : 0},
+        {"the summand", w->dec_self, b->r.dec_self >= 0 ? UINT64_C(1) << b->r.dec_self : 0},
+    };
+    for (size_t k = 0; k < sizeof roles / sizeof roles[0]; k++) {
+        for (const char *p = named(roles[k].spec) ? roles[k].spec : ""; *p != '\0';) {
+            size_t len = strcspn(p, " ");
+            int pos = len ? name_position(s, p, len) : -1;
+            if (pos >= 0 && pos < 64 && !((roles[k].first >> pos) & 1u)) {
+                char what[160];
+                snprintf(what, sizeof what, "at another position than in %s, bound first",
+                         b->first);
+                return defect(s, w, roles[k].role, p, len, what, pos);
+            }
+            p += len ? len : 1;
+        }
+    }
+    return cspmd_error_set(CSPMD_ERR_RUNTIME,
+                           "%s: cspmd's rule table is wrong for this op: its row %s.%s binds "
+                           "this overload's arguments differently than %s's, bound first",
+                           s->op, w->name, w->overload, b->first);
+}
+
+cspmd_status_t cspmd_rule_bind(cspmd_rule_t rule, const char *op, const char *const *arg_names,
+                               const uint8_t *arg_is_tensor, size_t n_args)
+{
+    cspmd_rule_t el = cspmdi_rule_element(rule);
+    if (el < 0 || el >= NRULES)
+        return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_rule_bind: unknown rule id %d",
+                               (int)rule);
+    if (op == NULL || (n_args > 0 && (arg_names == NULL || arg_is_tensor == NULL)))
+        return cspmd_error_set(CSPMD_ERR_MISUSE,
+                               "cspmd_rule_bind: NULL op name or argument list");
+    for (size_t i = 0; i < n_args; i++)
+        if (arg_names[i] == NULL)
+            return cspmd_error_set(CSPMD_ERR_MISUSE,
+                                   "cspmd_rule_bind: %s: argument %zu has no name", op, i);
+    pthread_once(&index_once, build_index);
+    const rule_row_t *w = &rules[el];
+    if (!row_names_arguments(w))
+        return CSPMD_OK;
+    schema_t s = {op, arg_names, arg_is_tensor, n_args};
+    cspmdi_rule_t r = {w->name, w->overload, w->lin, w->kind, w->flags, -1, -1, -1, 0, 0, 0, 0, 0};
+    int grad = -1;
+    cspmd_status_t st = bind_row(&s, w, &r, &grad);
+    if (st != CSPMD_OK)
+        return st;
+    bound_row_t *b = &bound[el];
+    pthread_mutex_lock(&bind_mutex);
+    if (atomic_load_explicit(&b->state, memory_order_relaxed) == BOUND) {
+        if (!same_binding(&b->r, b->grad, &r, grad))
+            st = disagreement(&s, w, b);
+    } else {
+        size_t len = strlen(op) + 1;
+        b->first = malloc(len);
+        if (b->first == NULL) {
+            st = cspmd_error_set(CSPMD_ERR_NOMEM, "cspmd_rule_bind: out of memory");
+        } else {
+            memcpy(b->first, op, len);
+            b->r = r;
+            b->grad = grad;
+            atomic_store_explicit(&b->state, BOUND, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&bind_mutex);
+    return st;
+}
+
+int cspmd_rule_bound(cspmd_rule_t rule)
+{
+    return cspmdi_rule_get(cspmdi_rule_element(rule)) != NULL;
+}
+
 cspmd_status_t cspmd_rule_info(cspmd_rule_t rule, cspmd_rule_info_t *out)
 {
-    const cspmdi_rule_t *r = cspmdi_rule_get(cspmdi_rule_element(rule));
-    if (r == NULL || out == NULL)
+    const rule_row_t *w = row_of(rule);
+    if (w == NULL || out == NULL)
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_rule_info: unknown rule %d", (int)rule);
-    int decomp = (r->flags & CSPMDI_RF_DECOMP) != 0;
-    out->name = r->name;
-    out->overload = r->overload;
+    static const cspmdi_rule_t unbound = {"", "", 0, 0, 0, -1, -1, -1, 0, 0, 0, 0, 0};
+    const cspmdi_rule_t *r = cspmdi_rule_get(cspmdi_rule_element(rule));
+    out->bound = r != NULL;
+    if (r == NULL)
+        r = &unbound;
+    int decomp = (w->flags & CSPMDI_RF_DECOMP) != 0 && r->dec_a >= 0;
+    out->name = w->name;
+    out->overload = w->overload;
     out->linearity = cspmd_rule_name(rule);
     out->kind = cspmd_rule_kind(rule);
-    out->operand_args = decomp ? (B(r->dec_a) | B(r->dec_b) | B(r->dec_self)) : r->operand_pos;
+    out->operand_args = decomp ? ((UINT64_C(1) << r->dec_a) | (UINT64_C(1) << r->dec_b) |
+                                  (r->dec_self >= 0 ? UINT64_C(1) << r->dec_self : 0))
+                               : r->operand_pos;
     out->coefficient_args = r->nonlin_pos;
     out->scalar_args = r->scalar_pos;
     out->zero_free_args = r->zero_free_pos;
@@ -770,7 +1086,7 @@ cspmd_status_t cspmd_rule_info(cspmd_rule_t rule, cspmd_rule_info_t *out)
 
 const char *cspmd_rule_name(cspmd_rule_t rule)
 {
-    const cspmdi_rule_t *r = cspmdi_rule_get(rule);
+    const rule_row_t *r = row_of(rule);
     if (is_foreach_id(rule))
         return "FOREACH";
     if (r == NULL)

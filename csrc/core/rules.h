@@ -39,6 +39,9 @@ enum {
     CSPMDI_RF_ZEROS = 1u << 5
 };
 
+/* A rule row bound to argument positions (rules.c binds its names with
+ * cspmd_rule_bind; a row that names no argument is bound from the start).
+ * Bit i of a mask is schema argument i. */
 typedef struct cspmdi_rule {
     const char *name;      /* "aten::add"                                   */
     const char *overload;  /* "Tensor"; "" = default; "*" = any overload    */
@@ -59,9 +62,12 @@ typedef struct cspmdi_rule {
 /* Rule ids with this bit are "_foreach_<op>": element rule = id without it. */
 #define CSPMDI_FOREACH_BIT (INT32_C(1) << 24)
 
-/* The rule record of an id, NULL for an unknown id.  Rule 0 is the default
- * NONLINEAR rule given to unknown ops. */
+/* The bound record of an id, NULL for an unknown id or a row not bound
+ * yet.  Rule 0 is the default NONLINEAR rule given to unknown ops. */
 CSPMDI_HIDDEN const cspmdi_rule_t *cspmdi_rule_get(cspmd_rule_t rule);
+/* The error for an id cspmdi_rule_get gave NULL for (unknown, or not
+ * bound), naming the caller who. */
+CSPMDI_HIDDEN cspmd_status_t cspmdi_rule_missing(cspmd_rule_t rule, const char *who);
 
 /* The per-element rule of a FOREACH id (the rule itself otherwise). */
 CSPMDI_HIDDEN cspmd_rule_t cspmdi_rule_element(cspmd_rule_t rule);

@@ -164,7 +164,10 @@ static cspmd_status_t infer_elements(cspmd_call_t *call, cspmd_rule_t rule, fore
     if (st != CSPMD_OK)
         return st;
     int global = cspmdk_global_active();
-    cspmdk_op_rules_t rules = cspmdk_op_rules(call);
+    cspmdk_op_rules_t rules;
+    st = cspmdk_op_rules(call, &rules);
+    if (st != CSPMD_OK)
+        return st;
     for (int64_t i = 0; i < w->ls.nelem; i++) {
         element_operands(a, &w->ls, i, &w->typed, &w->ops, &w->refs);
         w->outs[i] = CSPMD_TYPE_UNTYPED;

@@ -36,7 +36,10 @@ cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t 
     int nresults = cspmd_call_nreturns(call);
     cspmd_gtensor_t tensors[CSPMD_GLOBAL_MAX_TENSORS];
     cspmd_garg_t gargs[GLOBAL_ARGS];
-    cspmdk_op_rules_t rules = cspmdk_op_rules(call);
+    cspmdk_op_rules_t rules;
+    cspmd_status_t rules_st = cspmdk_op_rules(call, &rules);
+    if (rules_st != CSPMD_OK)
+        return rules_st;
     const char *name = rules.display;
     int nt = 0, any_out = 0;
     uint64_t tensor_args = 0; /* arguments (< 64) that hold tensors: no integers there */

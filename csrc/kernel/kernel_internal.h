@@ -80,13 +80,16 @@ CSPMDK_HIDDEN int cspmdk_in_backward(void);
 /* Global mode: each result's type (outs, CSPMD_MAX_RESULTS long) from the
  * op's local type, by the core's global inference (global_kernel.c). */
 /* An op's local rule and global shard rule, looked up by name once per
- * operator and cached (op_kernel.c); lock-free after the first call. */
+ * operator, bound to its schema and cached (op_kernel.c); lock-free after
+ * the first call. */
 typedef struct cspmdk_op_rules {
     cspmd_rule_t local;
     cspmd_shard_rule_t shard;
     const char *display; /* "aten::add.Tensor", for global mode's messages */
 } cspmdk_op_rules_t;
-CSPMDK_HIDDEN cspmdk_op_rules_t cspmdk_op_rules(const cspmd_call_t *call);
+/* Errors (first call only): the rule's binding to the schema fails
+ * (RUNTIME: a defect of the rule table), NOMEM. */
+CSPMDK_HIDDEN cspmd_status_t cspmdk_op_rules(const cspmd_call_t *call, cspmdk_op_rules_t *out);
 
 CSPMDK_HIDDEN cspmd_status_t cspmdk_global_types(const cspmd_call_t *call,
                                                  const cspmd_args_t *args,

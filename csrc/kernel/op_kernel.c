@@ -20,8 +20,9 @@
 /* ---- op -> rules cache ------------------------------------------------ */
 
 /* Open addressing over the operator's identity pointer.  Reads are lock-free;
- * a miss looks both rules (local, global shard) up by name and inserts
- * under a mutex.  The table
+ * a miss looks both rules (local, global shard) up by name, binds the local
+ * rule's argument names to the overload's schema, and inserts under a
+ * mutex.  The table
  * never shrinks: there are a few thousand operators at most. */
 #define RULE_SLOTS 8192u
 
@@ -42,15 +43,41 @@ static uint32_t hash_ptr(const void *p)
     return (uint32_t)x;
 }
 
-cspmdk_op_rules_t cspmdk_op_rules(const cspmd_call_t *call)
+/* Bind the rule's argument names to this overload's schema (the op's first
+ * call; a table defect fails here, and the op is not cached, so every call
+ * raises it).  Errors: RUNTIME, NOMEM. */
+static cspmd_status_t bind_rule(const cspmd_call_t *call, cspmd_rule_t rule, const char *display)
+{
+    int n = cspmd_call_nargs(call);
+    size_t cap = n > 0 ? (size_t)n : 1;
+    const char **names = malloc(cap * sizeof *names);
+    uint8_t *tensor = malloc(cap);
+    cspmd_status_t st;
+    if (names == NULL || tensor == NULL) {
+        st = cspmd_error_set(CSPMD_ERR_NOMEM, "%s: out of memory binding its rule", display);
+    } else {
+        for (int i = 0; i < n; i++) {
+            names[i] = cspmd_call_arg_name(call, i);
+            tensor[i] = (uint8_t)cspmd_call_arg_is_tensor(call, i);
+        }
+        st = cspmd_rule_bind(rule, display, names, tensor, n > 0 ? (size_t)n : 0);
+    }
+    free(names);
+    free(tensor);
+    return st;
+}
+
+cspmd_status_t cspmdk_op_rules(const cspmd_call_t *call, cspmdk_op_rules_t *out)
 {
     const void *key = cspmd_call_op_key(call);
     uint32_t h = hash_ptr(key) & (RULE_SLOTS - 1);
     for (uint32_t i = 0; i < RULE_SLOTS; i++) {
         rule_slot_t *s = &rule_slots[(h + i) & (RULE_SLOTS - 1)];
         const void *k = atomic_load_explicit(&s->key, memory_order_acquire);
-        if (k == key)
-            return s->rules;
+        if (k == key) {
+            *out = s->rules;
+            return CSPMD_OK;
+        }
         if (k == NULL)
             break;
     }
@@ -66,6 +93,11 @@ cspmdk_op_rules_t cspmdk_op_rules(const cspmd_call_t *call)
         display[nlen] = '.';
         memcpy(display + nlen + (olen ? 1 : 0), overload, olen + 1);
         rules.display = display;
+    }
+    cspmd_status_t st = bind_rule(call, rules.local, rules.display);
+    if (st != CSPMD_OK) {
+        free(display);
+        return st;
     }
     int stored = 0;
     pthread_mutex_lock(&rule_mutex);
@@ -89,7 +121,8 @@ cspmdk_op_rules_t cspmdk_op_rules(const cspmd_call_t *call)
             rules.display = name;
         free(display);
     }
-    return rules;
+    *out = rules;
+    return CSPMD_OK;
 }
 
 /* ---- operands ----------------------------------------------------------- */
@@ -569,7 +602,11 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
     /* register_no_typecheck: one relaxed load while nothing is registered */
     if (cspmd_unchecked_code_armed() && cspmd_in_unchecked_code())
         return cspmd_call_run_unchecked(call);
-    cspmd_rule_t rule = cspmdk_op_rules(call).local;
+    cspmdk_op_rules_t rules;
+    cspmd_status_t st = cspmdk_op_rules(call, &rules);
+    if (st != CSPMD_OK)
+        return st;
+    cspmd_rule_t rule = rules.local;
     if (cspmd_rule_kind(rule) == CSPMD_KIND_PASSTHROUGH)
         return cspmd_call_redispatch(call);
     if (cspmd_rule_kind(rule) == CSPMD_KIND_FOREACH)
@@ -579,7 +616,7 @@ cspmd_status_t cspmd_kernel_run(cspmd_call_t *call)
     cspmdk_operands_init(&o);
     args.tensors = args.inline_refs;
     results.tensors = results.inline_refs;
-    cspmd_status_t st = run_checked(call, rule, &args, &o, &results);
+    st = run_checked(call, rule, &args, &o, &results);
     cspmdk_operands_free(&o);
     cspmd_args_release(&args);
     cspmd_args_release(&results);

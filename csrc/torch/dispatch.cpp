@@ -357,6 +357,29 @@ cspmd_status_t cspmd_call_results(const cspmd_call_t *call, cspmd_args_t *result
     }
 }
 
+int cspmd_call_nargs(const cspmd_call_t *call) {
+    return static_cast<int>(call->op->schema().arguments().size());
+}
+
+// Tensor, Tensor?, Tensor[] or Tensor?[].
+int cspmd_call_arg_is_tensor(const cspmd_call_t *call, int i) {
+    const auto &args = call->op->schema().arguments();
+    if (i < 0 || static_cast<size_t>(i) >= args.size())
+        return 0;
+    c10::TypePtr t = args[static_cast<size_t>(i)].type();
+    for (int depth = 0; depth < 3; depth++) {
+        if (t->kind() == c10::TypeKind::TensorType)
+            return 1;
+        if (auto opt = t->cast<c10::OptionalType>())
+            t = opt->getElementType();
+        else if (auto list = t->cast<c10::ListType>())
+            t = list->getElementType();
+        else
+            return 0;
+    }
+    return t->kind() == c10::TypeKind::TensorType;
+}
+
 const char *cspmd_call_arg_name(const cspmd_call_t *call, int i) {
     const auto &args = call->op->schema().arguments();
     if (i < 0 || static_cast<size_t>(i) >= args.size())

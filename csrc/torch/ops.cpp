@@ -14,7 +14,7 @@
 //     text into the caller's storage: axis_layout, axes_sort_outer (sorts
 //     in place), type_make, type_entries, type_spec, spec_from_shards
 //     (cspmd_spec_t), type_format, rules_einsum (an array of operand
-//     structs), redistribute_plan, rule_info, rule_infer, codes.
+//     structs), redistribute_plan, rule_info, rule_bind, rule_infer, codes.
 #include <Python.h>
 #include <torch/csrc/Exceptions.h>
 #include <ATen/functorch/BatchedTensorImpl.h>
@@ -351,9 +351,9 @@ bool checker_post(int64_t mailbox, bool enabled, bool strict, bool local) {
 // ---- the op rule table (tests check it against torch's schemas) -------
 
 // (name, overload, linearity, kind, operand, coefficient, scalar,
-//  zero_free, result masks, product_a, product_b, sum_self)
+//  zero_free, result masks, product_a, product_b, sum_self, bound)
 std::tuple<std::string, std::string, std::string, int64_t, uint64_t, uint64_t, uint64_t,
-           uint64_t, uint64_t, int64_t, int64_t, int64_t>
+           uint64_t, uint64_t, int64_t, int64_t, int64_t, bool>
 rule_info(int64_t rule) {
     cspmd_rule_info_t r;
     if (rule < INT32_MIN || rule > INT32_MAX)
@@ -361,7 +361,27 @@ rule_info(int64_t rule) {
     check(cspmd_rule_info(static_cast<cspmd_rule_t>(rule), &r));
     return {r.name,           r.overload,         r.linearity,   static_cast<int64_t>(r.kind),
             r.operand_args,   r.coefficient_args, r.scalar_args, r.zero_free_args,
-            r.result_args,    r.product_a,        r.product_b,   r.sum_self};
+            r.result_args,    r.product_a,        r.product_b,   r.sum_self,
+            r.bound != 0};
+}
+
+// cspmd_rule_bind over one overload's argument names (op names the
+// overload in messages): the kernel's first-call binding, for the test that
+// binds every row against every overload it covers.
+void rule_bind(int64_t rule, const std::string &op, const std::vector<std::string> &names,
+               const std::vector<bool> &is_tensor) {
+    if (rule < INT32_MIN || rule > INT32_MAX)
+        throw_core_error(CSPMD_ERR_MISUSE, "cspmd_rule_bind: unknown rule");
+    if (names.size() != is_tensor.size())
+        throw_core_error(CSPMD_ERR_VALUE, "rule_bind: the argument lists differ in length");
+    std::vector<const char *> ptrs(names.size());
+    std::vector<uint8_t> tensors(names.size());
+    for (size_t i = 0; i < names.size(); i++) {
+        ptrs[i] = names[i].c_str();
+        tensors[i] = is_tensor[i] ? 1 : 0;
+    }
+    check(cspmd_rule_bind(static_cast<cspmd_rule_t>(rule), op.c_str(), ptrs.data(),
+                          tensors.data(), names.size()));
 }
 
 // cspmd_infer over operands given as parallel lists (schema argument index,
@@ -504,6 +524,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(checker_mailbox);
         CSPMD_BIND(checker_post);
         CSPMD_BIND(rule_info);
+        CSPMD_BIND(rule_bind);
         CSPMD_BIND(rule_infer);
         CSPMD_BIND(register_explicit);
         CSPMD_BIND(trace_set);

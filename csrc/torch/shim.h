@@ -97,7 +97,13 @@ cspmd_status_t cspmd_call_results(const cspmd_call_t *call, cspmd_args_t *result
  * argument) into buf; returns 1, or 0 if the op names no group. */
 int cspmd_call_group_name(const cspmd_call_t *call, char *buf, size_t len);
 
-/* Schema argument name (for error context); "" if out of range. */
+/* The schema's argument count, and whether argument i is a Tensor,
+ * Tensor?, Tensor[] or Tensor?[] (0 if out of range): the op rules bind
+ * their argument names against these at the operator's first call. */
+int cspmd_call_nargs(const cspmd_call_t *call);
+int cspmd_call_arg_is_tensor(const cspmd_call_t *call, int i);
+/* Schema argument name (for error context; the op rules' binding); "" if
+ * out of range.  Valid for the life of the operator. */
 const char *cspmd_call_arg_name(const cspmd_call_t *call, int i);
 /* Render argument i as text for error context ("f32[8, 16]" for a tensor
  * is done by the caller; this renders non-tensors: "3", "[0, 1]", "None").

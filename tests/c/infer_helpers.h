@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cspmd.h"
+#include "rule_schemas.h"
 #include "suites.h"
 #include "tp_dp_axes.h"
 
@@ -25,6 +26,7 @@ static inline void h_setup(void)
     ck_assert_int_eq(cspmd_axis_name_add(DP, "dp"), CSPMD_OK);
     ck_assert_int_eq(cspmd_axis_name_add(TP, "tp"), CSPMD_OK);
     cspmd_checker_set(1, 1);
+    h_bind_rules();
 }
 
 static inline void h_teardown(void)

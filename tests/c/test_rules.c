@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cspmd.h"
+#include "rule_schemas.h"
 #include "rules.h"
 #include "suites.h"
 
@@ -142,7 +143,7 @@ START_TEST(test_more_ops)
     expect("aten::exponential_", "", "RANDOM_FILL", CSPMD_KIND_RANDOM_FILL);
     LIN_("aten::_to_copy", "");
     LIN_("aten::sum", "");
-    LIN_("aten::neg", "");
+    LIN_("aten::negative_", "");
     LIN_("aten::sub", "Tensor");
     LIN_("aten::sub_", "Scalar");
     LIN_("aten::rsub", "Scalar");
@@ -231,28 +232,29 @@ START_TEST(test_table_consistency)
     /* every entry is found under its own key (so keys are unique and the
      * index is sorted), and its fields are in range */
     int n = 0;
-    for (cspmd_rule_t id = 1; cspmdi_rule_get(id) != NULL; id++, n++) {
-        const cspmdi_rule_t *r = cspmdi_rule_get(id);
-        size_t len = strlen(r->name);
-        ck_assert_msg(strncmp(r->name, "aten::", 6) == 0 || strstr(r->name, "::") != NULL,
-                      "%s", r->name);
-        ck_assert(r->lin <= CSPMDI_LIN_MULTILINEAR);
-        ck_assert(r->kind <= CSPMD_KIND_FOREACH);
-        if (r->flags & CSPMDI_RF_DECOMP)
-            ck_assert(r->dec_a >= 0 && r->dec_b >= 0 && r->dec_self >= 0);
-        if (r->name[len - 1] == '*') {
+    for (cspmd_rule_t id = 1; id < cspmd_rule_count(); id++, n++) {
+        cspmd_rule_info_t r;
+        ck_assert_int_eq(cspmd_rule_info(id, &r), CSPMD_OK);
+        size_t len = strlen(r.name);
+        ck_assert_msg(strncmp(r.name, "aten::", 6) == 0 || strstr(r.name, "::") != NULL, "%s",
+                      r.name);
+        ck_assert(r.kind <= CSPMD_KIND_FOREACH);
+        if (r.bound && strcmp(r.linearity, "DECOMPOSED") == 0)
+            ck_assert(r.product_a >= 0 && r.product_b >= 0 && r.sum_self >= 0);
+        if (r.name[len - 1] == '*') {
             char probe[128];
-            snprintf(probe, sizeof probe, "%.*sxyz", (int)(len - 1), r->name);
-            ck_assert_msg(cspmd_rule_find(probe, "") == id, "prefix %s", r->name);
+            snprintf(probe, sizeof probe, "%.*sxyz", (int)(len - 1), r.name);
+            ck_assert_msg(cspmd_rule_find(probe, "") == id, "prefix %s", r.name);
             continue;
         }
-        ck_assert_msg(cspmd_rule_find(r->name, r->overload) == id, "%s.%s found as %d", r->name,
-                      r->overload, (int)cspmd_rule_find(r->name, r->overload));
-        if (r->flags & CSPMDI_RF_BACKWARD)
-            ck_assert(r->lin != CSPMDI_LIN_NONLINEAR);
+        ck_assert_msg(cspmd_rule_find(r.name, r.overload) == id, "%s.%s found as %d", r.name,
+                      r.overload, (int)cspmd_rule_find(r.name, r.overload));
+        if (strstr(r.name, "_backward") != NULL)
+            ck_assert_str_ne(r.linearity, "NONLINEAR");
     }
     ck_assert_int_gt(n, 300);
     ck_assert_ptr_null(cspmdi_rule_get(-1));
+    ck_assert_ptr_null(cspmdi_rule_get(cspmd_rule_count()));
 }
 END_TEST
 
@@ -289,10 +291,140 @@ START_TEST(test_rule_info)
 }
 END_TEST
 
+/* ---- binding argument names to an overload's positions --------------- */
+
+static cspmd_status_t bind(const char *name, const char *ovl, const char *args)
+{
+    return h_bind(cspmd_rule_find(name, ovl), name, args);
+}
+
+static void expect_error(cspmd_status_t st, cspmd_status_t want, const char *sub)
+{
+    ck_assert_int_eq(st, want);
+    ck_assert_msg(strstr(cspmd_last_error(), sub) != NULL, "message: %s", cspmd_last_error());
+}
+
+START_TEST(test_bind_success)
+{
+    cspmd_rule_t gather = cspmd_rule_find("aten::gather", "");
+    cspmd_rule_info_t info;
+    ck_assert_int_eq(bind("aten::gather", "", "self:T dim index:T sparse_grad"), CSPMD_OK);
+    ck_assert_int_eq(cspmd_rule_bound(gather), 1);
+    ck_assert_int_eq(cspmd_rule_info(gather, &info), CSPMD_OK);
+    ck_assert_int_eq(info.bound, 1);
+    ck_assert_uint_eq(info.coefficient_args, 1u << 2); /* index */
+    ck_assert_uint_eq(info.scalar_args, 1u << 0);      /* self  */
+    /* a backward row: every argument but the gradient is a coefficient */
+    ck_assert_int_eq(bind("aten::gelu_backward", "", "grad_output:T self:T approximate"),
+                     CSPMD_OK);
+    ck_assert_int_eq(cspmd_rule_info(cspmd_rule_find("aten::gelu_backward", ""), &info),
+                     CSPMD_OK);
+    ck_assert_uint_eq(info.coefficient_args, ~UINT64_C(1));
+    /* rows that name no argument need no binding, and accept any */
+    ck_assert_int_eq(cspmd_rule_bound(cspmd_rule_find("aten::mm", "")), 1);
+    ck_assert_int_eq(bind("aten::mm", "", "self:T mat2:T"), CSPMD_OK);
+    ck_assert_int_eq(cspmd_rule_bound(0), 1);
+    /* binding the same overload twice agrees with itself */
+    ck_assert_int_eq(bind("aten::gather", "", "self:T dim index:T sparse_grad"), CSPMD_OK);
+}
+END_TEST
+
+START_TEST(test_bind_alternatives)
+{
+    /* add's other operand is 'other', or a foreach op's 'scalar' or
+     * 'scalars': each overload binds position 1 */
+    ck_assert_int_eq(bind("aten::add", "Tensor", "self:T other:T alpha"), CSPMD_OK);
+    ck_assert_int_eq(h_bind(cspmd_rule_find("aten::_foreach_add", "Scalar"),
+                            "aten::_foreach_add.Scalar", "self:T scalar"),
+                     CSPMD_OK);
+    ck_assert_int_eq(h_bind(cspmd_rule_find("aten::_foreach_add", "ScalarList"),
+                            "aten::_foreach_add.ScalarList", "self:T scalars"),
+                     CSPMD_OK);
+    cspmd_rule_info_t info;
+    ck_assert_int_eq(cspmd_rule_info(cspmd_rule_find("aten::add", ""), &info), CSPMD_OK);
+    ck_assert_uint_eq(info.scalar_args, 3u);
+    /* two spellings present as two arguments are ambiguous */
+    expect_error(bind("aten::add", "Tensor", "self:T other:T scalar"), CSPMD_ERR_RUNTIME,
+                 "two different arguments");
+}
+END_TEST
+
+START_TEST(test_bind_missing_name)
+{
+    /* (rows no other test binds, so that the suite runs unforked too) */
+    cspmd_rule_t idx = cspmd_rule_find("aten::take", "");
+    /* a schema without the row's 'index': nothing is bound */
+    expect_error(bind("aten::take", "", "self:T idx:T"), CSPMD_ERR_RUNTIME,
+                 "names 'index' as a coefficient, which this overload does not have");
+    ck_assert_msg(strstr(cspmd_last_error(), "aten::take.*") != NULL, "%s", cspmd_last_error());
+    ck_assert_msg(strstr(cspmd_last_error(), "self, idx") != NULL, "%s", cspmd_last_error());
+    ck_assert_int_eq(cspmd_rule_bound(idx), 0);
+    cspmd_type_t out = 12345;
+    cspmd_operand_t ops[1] = {{0, 0, CSPMD_OPERAND_TENSOR, 0}};
+    expect_error(cspmd_infer(idx, ops, 1, &out), CSPMD_ERR_MISUSE, "no overload's schema");
+    ck_assert_uint_eq(out, 12345);
+    /* an operand name that is no tensor argument */
+    expect_error(bind("aten::copy", "", "self:T src non_blocking"), CSPMD_ERR_RUNTIME,
+                 "which is no tensor argument here (argument 1");
+    /* past the 64 arguments a mask holds */
+    char many[1024] = "";
+    for (int i = 0; i < 70; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "a%d ", i);
+    strcat(many, "tensors:T dim");
+    expect_error(bind("aten::concat", "", many), CSPMD_ERR_RUNTIME, "past the 64 arguments");
+}
+END_TEST
+
+START_TEST(test_bind_disagreement)
+{
+    cspmd_rule_t sum = cspmd_rule_find("aten::sum", "");
+    ck_assert_int_eq(bind("aten::sum", "", "self:T dtype"), CSPMD_OK);
+    cspmd_rule_info_t before, after;
+    ck_assert_int_eq(cspmd_rule_info(sum, &before), CSPMD_OK);
+    /* another overload with 'self' at position 1: a table defect, named */
+    expect_error(h_bind(sum, "aten::sum.weird", "dim self:T"), CSPMD_ERR_RUNTIME,
+                 "aten::sum.weird: cspmd's rule table is wrong for this op: its row aten::sum.* "
+                 "names 'self' as a weak scalar, at another position than in aten::sum, bound "
+                 "first (argument 1");
+    ck_assert_int_eq(cspmd_rule_info(sum, &after), CSPMD_OK);
+    ck_assert_uint_eq(after.scalar_args, before.scalar_args); /* unchanged */
+    /* a backward row whose gradient moves */
+    ck_assert_int_eq(bind("aten::tanh_backward", "", "grad_output:T output:T"), CSPMD_OK);
+    expect_error(h_bind(cspmd_rule_find("aten::tanh_backward", ""), "aten::tanh_backward.x",
+                        "output:T grad_output:T"),
+                 CSPMD_ERR_RUNTIME, "names 'grad_output' as the gradient");
+}
+END_TEST
+
+START_TEST(test_bind_bad_arguments)
+{
+    const char *names[] = {"self", NULL};
+    const uint8_t tensor[] = {1, 0};
+    ck_assert_int_eq(cspmd_rule_bind(-1, "op", names, tensor, 1), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_rule_bind(cspmd_rule_count(), "op", names, tensor, 1),
+                     CSPMD_ERR_MISUSE);
+    cspmd_rule_t neg = cspmd_rule_find("aten::negative_", "");
+    ck_assert_int_eq(cspmd_rule_bind(neg, NULL, names, tensor, 1), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_rule_bind(neg, "aten::negative_", NULL, tensor, 1), CSPMD_ERR_MISUSE);
+    ck_assert_int_eq(cspmd_rule_bind(neg, "aten::negative_", names, NULL, 1), CSPMD_ERR_MISUSE);
+    expect_error(cspmd_rule_bind(neg, "aten::negative_", names, tensor, 2), CSPMD_ERR_MISUSE,
+                 "argument 1 has no name");
+    ck_assert_int_eq(cspmd_rule_bound(neg), 0);
+    /* no arguments at all: the row's 'self' is missing */
+    expect_error(cspmd_rule_bind(neg, "aten::negative_", NULL, NULL, 0), CSPMD_ERR_RUNTIME,
+                 "which this overload does not have");
+    ck_assert_int_eq(cspmd_rule_bound(neg), 0);
+    ck_assert_int_eq(cspmd_rule_bind(neg, "aten::negative_", names, tensor, 1), CSPMD_OK);
+    ck_assert_int_eq(cspmd_rule_bound(neg), 1);
+    ck_assert_int_eq(cspmd_rule_bound(-3), 0);
+}
+END_TEST
+
 Suite *suite_rules(void)
 {
     Suite *s = suite_create("rules");
     TCase *tc = tcase_create("rules");
+    tcase_add_checked_fixture(tc, h_bind_rules, NULL);
     tcase_add_test(tc, test_observed_transformer_ops);
     tcase_add_test(tc, test_more_ops);
     tcase_add_test(tc, test_passthrough);
@@ -301,5 +433,13 @@ Suite *suite_rules(void)
     tcase_add_test(tc, test_table_consistency);
     tcase_add_test(tc, test_rule_info);
     suite_add_tcase(s, tc);
+    /* binding, on unbound rows: no fixture */
+    TCase *tb = tcase_create("bind");
+    tcase_add_test(tb, test_bind_success);
+    tcase_add_test(tb, test_bind_alternatives);
+    tcase_add_test(tb, test_bind_missing_name);
+    tcase_add_test(tb, test_bind_disagreement);
+    tcase_add_test(tb, test_bind_bad_arguments);
+    suite_add_tcase(s, tb);
     return s;
 }
