@@ -7,9 +7,11 @@ Every such op must be linear in cspmd (P in, P out), or be listed below with
 the reason.  A new torch that adds a linear op without a rule fails here.
 
 Every row of the core's rule table must also name an op the dispatcher
-knows, and every argument position its masks use must be an argument of
-that kind (a tensor where an operand or coefficient is meant, a number or a
-tensor where a weak scalar is) in every overload the row covers.
+knows, and bind (its argument names resolved to positions, as the kernel
+does at an op's first call) against every overload it covers, _foreach_
+overloads included, with each bound position an argument of its kind (a
+tensor where an operand or coefficient is meant, a number or a tensor where
+a weak scalar is).
 """
 
 import collections
@@ -102,6 +104,13 @@ def _is_tensor(arg):
     return "Tensor" in str(arg.type)
 
 
+def _bind(rule, op, schema):
+    """Bind rule's argument names to schema's arguments, as the kernel does
+    at the op's first call (raises the core's error on a table defect)."""
+    ops.rule_bind(rule, op, [a.name for a in schema.arguments],
+                  [_is_tensor(a) for a in schema.arguments])
+
+
 def _is_number(arg):
     return str(arg.type) in ("number", "Optional[number]", "List[number]")
 
@@ -129,7 +138,9 @@ def _infer(name, schema, partial_args, axis_types, zero_args=()):
             types.append(p if a.name in partial_args else r)
         elif _is_number(a):
             args.append(i), kinds.append(SCALAR), types.append(0), flags.append(ZERO)
-    return ops.rule_infer(ops.rule_find(f"aten::{base}", overload), args, kinds, types, flags)
+    rule = ops.rule_find(f"aten::{base}", overload)
+    _bind(rule, f"aten::{name}", schema)
+    return ops.rule_infer(rule, args, kinds, types, flags)
 
 
 def test_derivatives_yaml_lists_the_linear_ops():
@@ -233,6 +244,12 @@ def _rows():
     return [dict(zip(keys, ops.rule_info(i)), id=i) for i in range(1, ops.rule_count())]
 
 
+def _row(rule):
+    keys = ("name", "overload", "linearity", "kind", "operands", "coefficients", "scalars",
+            "zero_free", "results", "product_a", "product_b", "sum_self", "bound")
+    return dict(zip(keys, ops.rule_info(rule)), id=rule)
+
+
 def _bits(mask):
     return [i for i in range(64) if (mask >> i) & 1]
 
@@ -271,6 +288,16 @@ def _check_row(row, overload, schema):
     return bad
 
 
+def _bind_and_check(rule, name, overload):
+    """Problems of binding rule against one overload (strings)."""
+    schema = torch._C._get_schema(name, overload)
+    try:
+        _bind(rule, f"{name}.{overload}" if overload else name, schema)
+    except RuntimeError as e:
+        return [str(e)]
+    return _check_row(_row(rule), overload, schema)
+
+
 def test_every_rule_names_a_real_op_and_real_arguments():
     registered = _registered_ops()
     problems = []
@@ -296,9 +323,17 @@ def test_every_rule_names_a_real_op_and_real_arguments():
             continue
         else:
             covered = [overload]
-        for o in covered:
-            problems += _check_row(row, o, torch._C._get_schema(name, o))
+        for o in sorted(covered):
+            problems += _bind_and_check(row["id"], name, o)
+    # a _foreach_ op binds its element rule against its own schema
+    foreach = [n for n in registered if n.startswith("aten::_foreach_")]
+    assert len(foreach) > 50
+    for name in sorted(foreach):
+        for o in sorted(registered[name]):
+            problems += _bind_and_check(ops.rule_find(name, o), name, o)
     assert not problems, "rule table vs torch's schemas:\n  " + "\n  ".join(problems)
+    unbound = [r["name"] for r in map(_row, range(1, ops.rule_count())) if not r["bound"]]
+    assert not unbound, f"rows no overload binds: {unbound}"
 
 
 def test_the_schema_check_catches_a_wrong_position():
@@ -310,3 +345,19 @@ def test_the_schema_check_catches_a_wrong_position():
     row["coefficients"] = 1 << 7
     assert "past its 4 arguments" in _check_row(row, "", torch._C._get_schema(
         "aten::gather", ""))[0]
+
+
+def test_binding_catches_a_wrong_name():
+    # gather's row names 'index'; an overload spelling it otherwise (as a
+    # misspelt row would) fails to bind, naming the row, name and arguments
+    gather = ops.rule_find("aten::gather", "")
+    with pytest.raises(RuntimeError, match=r"aten::gather.bad: cspmd's rule table is wrong "
+                       r"for this op: its row aten::gather.\* names 'index' as a coefficient, "
+                       r"which this overload does not have .*self, dim, idx"):
+        ops.rule_bind(gather, "aten::gather.bad", ["self", "dim", "idx"], [True, False, True])
+    # and one with 'index' elsewhere disagrees with the overloads bound first
+    _bind(gather, "aten::gather", torch._C._get_schema("aten::gather", ""))
+    with pytest.raises(RuntimeError, match=r"names 'index' as a coefficient, at another "
+                       r"position than in aten::gather(\.\w+)?, bound first \(argument 1"):
+        ops.rule_bind(gather, "aten::gather.moved", ["self", "index", "dim"],
+                      [True, True, False])
