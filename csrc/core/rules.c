@@ -11,10 +11,13 @@
  * binary search over a sorted index built on first use.  An entry with
  * overload "*" covers every overload of its name that has no entry of its
  * own; an entry whose name ends in '*' covers every name with that prefix.
+ * Rows name their arguments as torch's schemas spell them; the kernel binds
+ * the names to an overload's positions at its first call (cspmd_rule_bind,
+ * below; docs/dev/rule-arguments.md).
  *
  * Notable choices (deviations from the reference, which types Python-level
  * functions, are marked "dev"):
- *   - Backward ops are linear in their incoming gradient (arg 0) and use
+ *   - Backward ops are linear in their incoming gradient (named) and use
  *     every other tensor as a fixed coefficient: MULTILINEAR with every
  *     other argument a nonlinear position.  (dev: the reference never
  *     checks backward.)
@@ -37,8 +40,8 @@
  *     constant_pad_nd and the fills (masked_fill, index_fill, scatter.value)
  *     count their value as the weak scalar unless it is 0.  (dev: the
  *     reference rejects P through them.)  tests/python/
- *     test_linear_from_torch.py checks the list and every row's argument
- *     positions against torch's schemas.
+ *     test_linear_from_torch.py checks the list and binds every row's
+ *     argument names against torch's schemas.
  *   - _foreach_<op> ops are FOREACH: element i of the result is inferred
  *     with <op>'s own rule over element i of every list argument (the id
  *     is CSPMDI_FOREACH_BIT | <op>'s id, so no table entry is needed).
