@@ -884,12 +884,14 @@ static char *argument_list(const schema_t *s)
 static cspmd_status_t defect(const schema_t *s, const rule_row_t *w, const char *role,
                              const char *name, size_t len, const char *what, int pos)
 {
-    char *args = argument_list(s);
+    char *args = argument_list(s), at[32] = "";
+    if (pos >= 0)
+        snprintf(at, sizeof at, "argument %d; ", pos);
     cspmd_status_t st = cspmd_error_set(
         CSPMD_ERR_RUNTIME,
         "%s: cspmd's rule table is wrong for this op: its row %s.%s names '%.*s' as %s, %s "
-        "(argument %d; the overload's arguments: %s)",
-        s->op, w->name, w->overload, (int)len, name, role, what, pos, args ? args : "?");
+        "(%sthe overload's arguments: %s)",
+        s->op, w->name, w->overload, (int)len, name, role, what, at, args ? args : "?");
     free(args);
     return st;
 }
