@@ -79,6 +79,33 @@ int cspmdi_shard_slice_backward(shard_io_t *io)
     return CSPMD_OK;
 }
 
+/* constant_pad_nd(self, pad, value=0): pad holds (before, after) pairs
+ * from the last dim backwards.  A shard passes when its dim is not padded
+ * (each rank pads the other dims of its own rows alike); a Partial input
+ * only when the pad value is 0 (else each rank would add it). */
+int cspmdi_shard_constant_pad(shard_io_t *io)
+{
+    const cspmd_gtensor_t *t = tensor(io, 0);
+    const cspmd_garg_t *pad = io->call->nargs > 1 ? &io->call->args[1] : NULL;
+    int8_t p = io->in[0];
+    if (pad == NULL || pad->n < 0 || pad->n % 2 != 0 || pad->n > 2 * t->ndim)
+        return fail(io, "pad is not a list of (before, after) pairs for at most %d dims",
+                    t->ndim);
+    if (p >= 0) {
+        int pair = t->ndim - 1 - p; /* the pair of the sharded dim */
+        if (2 * pair + 1 < pad->n && (pad->v[2 * pair] != 0 || pad->v[2 * pair + 1] != 0))
+            return fail(io, "it pads the sharded dim %d by (%lld, %lld)", p,
+                        (long long)pad->v[2 * pair], (long long)pad->v[2 * pair + 1]);
+    }
+    if (p == P_) {
+        const cspmd_garg_t *v = io->call->nargs > 2 ? &io->call->args[2] : NULL;
+        if (v != NULL && !(v->n == 1 && v->v[0] == 0))
+            return fail(io, "the input is Partial and the pad value is not the integer 0");
+    }
+    all_results(io, p, t->ndim);
+    return CSPMD_OK;
+}
+
 /* An op that cuts its input into pieces along the dim in argument dim_arg
  * (default 0), which must not be sharded; the pieces are placed as the
  * input, less that dim when drop. */

@@ -759,6 +759,7 @@ static const shard_entry_t table[] = {
     {"select_backward", NULL, "select", cspmdi_shard_select_backward},
     {"slice", "Tensor", "slice", cspmdi_shard_slice},
     {"slice_backward", NULL, "slice", cspmdi_shard_slice_backward},
+    {"constant_pad_nd", NULL, "slice", cspmdi_shard_constant_pad},
     {"split", "Tensor", "split", cspmdi_shard_split},
     {"split_with_sizes", NULL, "split", cspmdi_shard_split},
     {"unbind", "int", "split", cspmdi_shard_unbind},

@@ -72,6 +72,7 @@ CSPMDI_HIDDEN int cspmdi_shard_select(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_select_backward(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_slice(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_slice_backward(shard_io_t *io);
+CSPMDI_HIDDEN int cspmdi_shard_constant_pad(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_split(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_unbind(shard_io_t *io);
 CSPMDI_HIDDEN int cspmdi_shard_gather(shard_io_t *io);
