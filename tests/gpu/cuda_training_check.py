@@ -12,7 +12,9 @@ This script runs on one GPU, 8 fake ranks in a (dp 2 x tp 4) mesh:
    F.scaled_dot_product_attention, forward and backward, in float32,
    bfloat16 and float16 (so torch picks each of its CUDA attention kernels);
    the output and every weight gradient carry the partition specs the CPU
-   run gives.
+   run gives -- or, for a CUDA attention kernel that docs/limits.md lists
+   as having no shard rule yet, an SpmdTypeError naming that kernel (the
+   documented limit; anything else fails).
 3. Per-op overhead on CUDA tensors: microseconds per op (host side: the
    launch, which is what checking adds to), plain vs typecheck().
 
@@ -104,6 +106,13 @@ def global_attention(mesh, dtype, sequence_parallel):
     return out
 
 
+# CUDA attention kernels without a global-mode shard rule (docs/limits.md).
+KNOWN_LIMIT_OPS = ("aten::_scaled_dot_product_flash_attention",
+                   "aten::_scaled_dot_product_cudnn_attention",
+                   "aten::_scaled_dot_product_efficient_attention_backward",
+                   "aten::_flash_attention_", "aten::_efficient_attention_")
+
+
 def global_mode(mesh):
     want = {"o": "PartitionSpec(mesh_dp, None, mesh_tp)",
             "wq.grad": "PartitionSpec(None, mesh_tp)", "wk.grad": "PartitionSpec(None, mesh_tp)",
@@ -113,6 +122,14 @@ def global_mode(mesh):
             what = f"global attention {dtype} {'sequence-parallel' if sp else 'all_reduce'}"
             try:
                 got = global_attention(mesh, dtype, sp)
+            except spmd.SpmdTypeError as e:
+                named = [op for op in KNOWN_LIMIT_OPS if f"In {op}" in str(e)]
+                if named:
+                    print(f"{what}: refused, a documented limit ({named[0]}): "
+                          f"{str(e).splitlines()[0][:120]}", flush=True)
+                else:
+                    fail(what, f"SpmdTypeError: {e}\n{traceback.format_exc(limit=4)}")
+                continue
             except Exception as e:  # noqa: BLE001 -- reported, then the next case
                 fail(what, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
                 continue
