@@ -12,18 +12,26 @@
 #include "collective_compute.h"
 
 /* Owned temporaries are released on every path: each function keeps them
- * in a small pool and frees the pool once. */
+ * in a small pool and frees the pool once.  Every keep() is a statement of
+ * straight-line code (none in a loop), at most 6 in one function
+ * (all_to_all), so POOL_MAX is never reached; were it, keep() releases the
+ * tensor and fails the call rather than drop it. */
 #define POOL_MAX 8
 typedef struct pool {
     cspmd_tensor_t *t[POOL_MAX];
     int n;
 } pool_t;
 
-static cspmd_tensor_t *keep(pool_t *p, cspmd_tensor_t *t)
+static cspmd_status_t keep(pool_t *p, cspmd_tensor_t *t)
 {
-    if (p->n < POOL_MAX)
+    if (p->n < POOL_MAX) {
         p->t[p->n++] = t;
-    return t;
+        return CSPMD_OK;
+    }
+    cspmd_tensor_release(t);
+    return cspmd_error_set(CSPMD_ERR_RUNTIME,
+                           "cspmd internal error: a collective kept more than %d temporaries",
+                           POOL_MAX);
 }
 
 static void drain(pool_t *p)
@@ -164,11 +172,11 @@ static cspmd_status_t gather_cat(cspmd_tensor_t *x, int64_t d, const char *group
     cspmd_status_t st;
     cspmd_tensor_t *t, *g;
     TRY(cspmd_op_movedim(x, d, 0, &t));
-    keep(&p, t);
+    TRY(keep(&p, t));
     TRY(cspmd_op_contiguous(t, &t));
-    keep(&p, t);
+    TRY(keep(&p, t));
     TRY(cspmd_c10d_all_gather(t, group, ws, &g));
-    keep(&p, g);
+    TRY(keep(&p, g));
     TRY(cspmd_op_movedim(g, 0, d, out));
 done:
     drain(&p);
@@ -215,7 +223,7 @@ static cspmd_status_t all_gather(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
     if (c->src.shard_dim < 0) { /* V: stack along gather_dim */
         cspmd_tensor_t *u;
         TRY(cspmd_op_unsqueeze(x, d, &u));
-        keep(&p, u);
+        TRY(keep(&p, u));
         TRY(gather_cat(u, d, c->group, ws, out));
     } else if (c->sizes_a == NULL) {
         TRY(gather_cat(x, d, c->group, ws, out));
@@ -231,9 +239,9 @@ static cspmd_status_t all_gather(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
         for (int64_t s = 0; s < ws; s++)
             offs[s] = s * most;
         TRY(per_rank(pad_piece, c, x, r, ws, &pad));
-        keep(&p, pad);
+        TRY(keep(&p, pad));
         TRY(gather_cat(pad, d, c->group, ws, &g));
-        keep(&p, g);
+        TRY(keep(&p, g));
         TRY(cat_pieces(g, d, offs, c->sizes_a, ws, PIECE_NARROW, d, out));
     }
 done:
@@ -260,9 +268,9 @@ static cspmd_status_t reduce_scatter(const cspmd_coll_call_t *c, cspmd_tensor_t 
     if (c->sizes_a != NULL) { /* uneven: reduce all, keep this rank's piece */
         TRY(check_sizes("reduce_scatter", c->sizes_a, c->nsizes_a, ws, n));
         TRY(cspmd_op_contiguous(x, &t));
-        keep(&p, t);
+        TRY(keep(&p, t));
         TRY(cspmd_c10d_all_reduce(t, c->group, 0, &s));
-        keep(&p, s);
+        TRY(keep(&p, s));
         TRY(per_rank(keep_piece, c, s, r, ws, out));
         goto done;
     }
@@ -277,11 +285,11 @@ static cspmd_status_t reduce_scatter(const cspmd_coll_call_t *c, cspmd_tensor_t 
         goto done;
     }
     TRY(cspmd_op_movedim(x, d, 0, &t));
-    keep(&p, t);
+    TRY(keep(&p, t));
     TRY(cspmd_op_contiguous(t, &t));
-    keep(&p, t);
+    TRY(keep(&p, t));
     TRY(cspmd_c10d_reduce_scatter(t, c->group, ws, &s));
-    keep(&p, s);
+    TRY(keep(&p, s));
     if (c->dst.shard_dim < 0)
         TRY(cspmd_op_select(s, 0, 0, out)); /* V: unbind semantics */
     else
@@ -319,7 +327,7 @@ static cspmd_status_t all_to_all(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
             ins[s] = in_sizes[s];
         }
         TRY(cspmd_op_contiguous(x, &t));
-        keep(&p, t);
+        TRY(keep(&p, t));
         TRY(cspmd_c10d_all_to_all(t, outs, ins, (int)ws, c->group, out));
         goto done;
     }
@@ -337,11 +345,11 @@ static cspmd_status_t all_to_all(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
         outs[s] = ins[s] = 1;
     if (stack) { /* out_r = stack_s(xs[s].select(a, r), dim=b) */
         TRY(cspmd_op_movedim(x, a, 0, &t));
-        keep(&p, t);
+        TRY(keep(&p, t));
         TRY(cspmd_op_contiguous(t, &t));
-        keep(&p, t);
+        TRY(keep(&p, t));
         TRY(cspmd_c10d_all_to_all(t, outs, ins, (int)ws, c->group, &g));
-        keep(&p, g);
+        TRY(keep(&p, g));
         TRY(cspmd_op_movedim(g, 0, b, out));
         goto done;
     }
@@ -352,9 +360,9 @@ static cspmd_status_t all_to_all(const cspmd_coll_call_t *c, cspmd_tensor_t *x, 
         lens[s] = k;
     }
     TRY(cat_pieces(x, a, offs, lens, ws, PIECE_STACKED, 0, &t));
-    keep(&p, t);
+    TRY(keep(&p, t));
     TRY(cspmd_c10d_all_to_all(t, outs, ins, (int)ws, c->group, &g));
-    keep(&p, g);
+    TRY(keep(&p, g));
     TRY(cat_pieces(g, 0, NULL, NULL, ws, PIECE_SELECT, b, out));
 done:
     drain(&p);
@@ -407,9 +415,9 @@ static cspmd_status_t convert(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int
         if (!from_shard && c->sizes_a == NULL) { /* V: new dim of size ws at d */
             cspmd_tensor_t *u;
             TRY(cspmd_op_zeros(x, d, ws, 1, &z));
-            keep(&p, z);
+            TRY(keep(&p, z));
             TRY(cspmd_op_unsqueeze(x, d, &u));
-            keep(&p, u);
+            TRY(keep(&p, u));
             TRY(cspmd_op_copy_into(z, d, r, u));
         } else { /* S(d): x placed at its offset in the full extent */
             int64_t n = cspmd_tensor_size(x, d), total = n * ws, off = r * n;
@@ -419,7 +427,7 @@ static cspmd_status_t convert(const cspmd_coll_call_t *c, cspmd_tensor_t *x, int
                 off = offset_of(c->sizes_a, r);
             }
             TRY(cspmd_op_zeros(x, d, total, 0, &z));
-            keep(&p, z);
+            TRY(keep(&p, z));
             TRY(cspmd_op_copy_into(z, d, off, x));
         }
         *out = cspmd_tensor_retain(z);
