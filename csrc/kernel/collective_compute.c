@@ -12,9 +12,9 @@
 #include "collective_compute.h"
 
 /* Owned temporaries are released on every path: each function keeps them
- * in a small pool and frees the pool once.  Every keep() is a statement of
- * straight-line code (none in a loop), at most 6 in one function
- * (all_to_all), so POOL_MAX is never reached; were it, keep() releases the
+ * in a small pool and frees the pool once.  Every keep() is a checked
+ * statement of straight-line code (none in a loop), at most 6 in one
+ * function (all_to_all), so POOL_MAX is never reached; were it, keep() releases the
  * tensor and fails the call rather than drop it. */
 #define POOL_MAX 8
 typedef struct pool {
@@ -22,6 +22,9 @@ typedef struct pool {
     int n;
 } pool_t;
 
+#if defined(__GNUC__)
+__attribute__((warn_unused_result))
+#endif
 static cspmd_status_t keep(pool_t *p, cspmd_tensor_t *t)
 {
     if (p->n < POOL_MAX) {
@@ -472,23 +475,23 @@ static cspmd_status_t broadcast(const cspmd_coll_call_t *c, cspmd_tensor_t *x, i
         goto done;
     }
     TRY(cspmd_op_contiguous(x, &t));
-    keep(&p, t);
+    TRY(keep(&p, t));
     TRY(cspmd_local_split(t, c->group, &l));
     if (l != NULL) {
         if (a == CSPMD_LT_V) {
             TRY(per_rank(keep_on_root, c, t, r, ws, &s));
-            keep(&p, s);
+            TRY(keep(&p, s));
             TRY(cspmd_c10d_all_reduce(s, c->group, 0, out));
         } else {
             TRY(cspmd_c10d_all_reduce(t, c->group, 0, &s));
-            keep(&p, s);
+            TRY(keep(&p, s));
             TRY(per_rank(keep_on_root, c, s, r, ws, out));
         }
     } else if (a == CSPMD_LT_V) {
         TRY(cspmd_c10d_broadcast(t, c->group, c->dim_a, out));
     } else { /* P -> V */
         TRY(cspmd_c10d_reduce(t, c->group, c->dim_a, &s));
-        keep(&p, s);
+        TRY(keep(&p, s));
         TRY(keep_on_root(c, s, r, ws, out));
     }
 done:
