@@ -6,12 +6,13 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernel_internal.h"
 
-/* Schema arguments read as integers (later ones are left out: no shard
- * rule reads past the first few). */
+/* Schema arguments read as integers on the stack; an op with more gets a
+ * heap array, so every argument reaches the rule and the memo key. */
 #define GLOBAL_ARGS 16
 
 /* The fallback for an op with no C shard rule: DTensor's propagation,
@@ -30,12 +31,12 @@ static int dtensor_oracle(void *ctx, const int8_t *in, int64_t size, int8_t *out
                                          why, whylen);
 }
 
-cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t *args,
-                                   cspmd_type_t local_out, cspmd_type_t *outs)
+static cspmd_status_t global_types(const cspmd_call_t *call, const cspmd_args_t *args,
+                                   cspmd_type_t local_out, cspmd_type_t *outs,
+                                   cspmd_garg_t *gargs)
 {
     int nresults = cspmd_call_nreturns(call);
     cspmd_gtensor_t tensors[CSPMD_GLOBAL_MAX_TENSORS];
-    cspmd_garg_t gargs[GLOBAL_ARGS];
     cspmdk_op_rules_t rules;
     cspmd_status_t rules_st = cspmdk_op_rules(call, &rules);
     if (rules_st != CSPMD_OK)
@@ -66,9 +67,9 @@ cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t 
         g->scalar = r->wrapped_number;
         cspmd_tensor_sizes(r->tensor, g->sizes, nd);
     }
-    int na = args->nargs < GLOBAL_ARGS ? args->nargs : GLOBAL_ARGS;
+    int na = args->nargs;
     for (int a = 0; a < na; a++)
-        if ((tensor_args >> a) & 1u)
+        if (a < 64 ? (tensor_args >> a) & 1u : cspmd_call_arg_is_tensor(call, a) == 1)
             gargs[a].n = CSPMD_GARG_OTHER; /* what cspmd_call_arg_ints says of a tensor */
         else if ((gargs[a].n = cspmd_call_arg_ints(call, a, gargs[a].v, CSPMD_MAX_DIMS)) >
                  CSPMD_MAX_DIMS)
@@ -92,5 +93,20 @@ cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t 
             return CSPMD_OK;
         (void)cspmd_global_infer(rule, &g, local_out, outs); /* the first message */
     }
+    return st;
+}
+
+cspmd_status_t cspmdk_global_types(const cspmd_call_t *call, const cspmd_args_t *args,
+                                   cspmd_type_t local_out, cspmd_type_t *outs)
+{
+    cspmd_garg_t small[GLOBAL_ARGS];
+    cspmd_garg_t *gargs = small;
+    if (args->nargs > GLOBAL_ARGS &&
+        (gargs = malloc((size_t)args->nargs * sizeof *gargs)) == NULL)
+        return cspmd_error_set(CSPMD_ERR_NOMEM, "global mode: out of memory for %d arguments",
+                               args->nargs);
+    cspmd_status_t st = global_types(call, args, local_out, outs, gargs);
+    if (gargs != small)
+        free(gargs);
     return st;
 }
