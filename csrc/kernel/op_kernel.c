@@ -270,19 +270,39 @@ void cspmdk_context_tensor(int elem, const cspmd_tensor_t *tensor, cspmd_type_t 
 cspmd_status_t cspmdk_with_context(cspmd_status_t st, const cspmd_call_t *call,
                                    const cspmd_args_t *args)
 {
-    char name[192], text[512];
-    text_t t = {name, 0, sizeof name};
+    /* On the stack when they fit, else on the heap: the context never
+     * cuts an op's name or an argument's text short (a custom op's long
+     * name, a list of hundreds of ints). */
+    char name_small[192], text_small[512];
+    size_t name_len = strlen(cspmd_call_op_name(call)) + strlen(cspmd_call_op_overload(call)) + 2;
+    char *name = name_len <= sizeof name_small ? name_small : malloc(name_len);
+    if (name == NULL) {
+        name = name_small;
+        name_len = sizeof name_small;
+    }
+    text_t t = {name, 0, name == name_small ? sizeof name_small : name_len};
     name[0] = '\0';
     put_op_name(&t, call);
     cspmd_error_context_begin(name);
+    if (name != name_small)
+        free(name);
     int ti = 0;
     for (int arg = 0; arg < args->nargs; arg++) {
         int first = ti;
         while (ti < args->ntensors && args->tensors[ti].arg == arg)
             ti++;
-        if (ti == first)
-            cspmd_call_arg_text(call, arg, text, sizeof text);
+        char *text = text_small;
+        if (ti == first) {
+            size_t n = cspmd_call_arg_text(call, arg, text_small, sizeof text_small);
+            char *big = n >= sizeof text_small ? malloc(n + 1) : NULL;
+            if (big != NULL) {
+                cspmd_call_arg_text(call, arg, big, n + 1);
+                text = big;
+            }
+        }
         cspmd_error_context_arg(cspmd_call_arg_name(call, arg), ti == first ? text : NULL);
+        if (text != text_small)
+            free(text);
         for (int i = first; i < ti; i++)
             cspmdk_context_tensor(args->tensors[i].elem, args->tensors[i].tensor,
                                   args->tensors[i].type);

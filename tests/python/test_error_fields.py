@@ -132,3 +132,17 @@ def test_scalar_arguments_print_as_torch_prints_them(checked, typed, call, name,
     texts = {o.name: o.text for o in ei.value.operands}
     assert texts[name] == text, texts
     assert f"{name}: {text}" in ei.value.context
+
+
+def test_a_long_argument_is_printed_whole(checked, typed):
+    """The context holds an argument's whole text however long (the kernel
+    takes a heap buffer past its 512-byte stack one): 100 scalars of 17
+    digits each."""
+    xs = [typed(P, 2) for _ in range(100)]
+    scalars = [0.1 * (i + 1) for i in range(100)]
+    with pytest.raises(SpmdTypeError) as ei:
+        torch._foreach_add(xs, scalars)
+    texts = {o.name: o.text for o in ei.value.operands}
+    assert len(texts["scalars"]) > 1500, texts["scalars"]
+    assert texts["scalars"].startswith("[0.10000000000000001, 0.20000000000000001, ")
+    assert texts["scalars"].endswith(", 10.]")
