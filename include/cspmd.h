@@ -583,6 +583,29 @@ typedef struct cspmd_ctype {
 CSPMD_API cspmd_status_t cspmd_coll_validate(cspmd_coll_t op, cspmd_ctype_t src,
                                              cspmd_ctype_t dst, int expert_mode);
 
+/* What a call reports when the S(d) written for its src or dst is out of
+ * range for an input of ndim dims (d outside -ndim..ndim-1).  src and dst
+ * are given as written: a local type, whether it is a shard (then the type
+ * is V) and the shard's dim (negative dims count from the end; ignored
+ * when not a shard).  The reference resolves some arguments' shards before
+ * it checks the (src, dst) pair and the others after: all_gather resolves
+ * src first, reduce_scatter dst, all_to_all, convert and redistribute both;
+ * all_reduce never does and reinterpret refuses every shard first.  So an
+ * argument resolved first that is out of range is SPMD_TYPE "<op>: src=S(d)
+ * is out of range for a tensor with n dims" (src before dst); else a bad
+ * pair is cspmd_coll_validate's VALUE error (shards shown as written);
+ * else the first argument out of range is that SPMD_TYPE error.  OK when
+ * every shard is in range: the caller then resolves the dims and the
+ * collective validates the pair as usual.  MISUSE for an unknown op, a
+ * type outside R/I/V/P, a shard that is not V or ndim outside
+ * 0..INT32_MAX.
+ * Thread-safe, no state. */
+CSPMD_API cspmd_status_t cspmd_coll_check_shard_range(cspmd_coll_t op, cspmd_ltype_t src,
+                                                      int src_is_shard, int64_t src_dim,
+                                                      cspmd_ltype_t dst, int dst_is_shard,
+                                                      int64_t dst_dim, int64_t ndim,
+                                                      int expert_mode);
+
 /* The local type a collective reduces its src as: all_reduce and
  * reduce_scatter take src=V by first reinterpreting it as P (a call of its
  * own: reinterpret(V, P), then the reduction from P); every other (op,
@@ -653,8 +676,10 @@ CSPMD_API cspmd_status_t cspmd_coll_dtypes(cspmd_coll_t op, cspmd_ctype_t src, c
 /* Whether a call changes nothing, by the NOOP column of CSPMD_COLL_LIST:
  * src and dst agree -- the same local type, and for two shards the same
  * dim (as written: S(-1) and S(1) differ) -- and the op's column admits
- * that type (EQUAL: any; REPLICATED: R and I).  The caller then returns
- * the input once its type on the axis is checked to be src. */
+ * that type (EQUAL: any; REPLICATED: R and I), except a reinterpret with a
+ * shard on either side, which cspmd_coll_validate refuses whatever the
+ * other side.  The caller then returns the input once its type on the
+ * axis is checked to be src. */
 CSPMD_API int cspmd_coll_noop(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst);
 
 /* Whether a call runs as two autograd nodes, src -> *mid -> dst (each
@@ -1373,8 +1398,9 @@ CSPMD_API cspmd_status_t cspmd_ltype_placement(cspmd_ltype_t ltype, int32_t shar
     X(partial_decl_push) X(partial_decl_pop) X(partial_decl_depth)                  \
     X(partial_decl_open) X(partial_decl_end)                                        \
     X(rule_count) X(rule_find) X(shard_rule_find) X(shard_rule_name)                \
-    X(coll_noop) X(coll_validate) X(coll_split) X(coll_split_backward_dtype)        \
-    X(coll_src_as) X(coll_root_check) X(rules_transition) X(annotation_merge_check) \
+    X(coll_noop) X(coll_validate) X(coll_check_shard_range) X(coll_split)           \
+    X(coll_split_backward_dtype) X(coll_src_as) X(coll_root_check) X(rules_transition) \
+    X(annotation_merge_check)                                                       \
     X(annotation_check_spec) X(annotation_specs_check) X(shards_layout)             \
     X(placement_ltype) X(ltype_placement) X(redistribute_src)                       \
     X(unchecked_code_clear) X(unchecked_code_count)

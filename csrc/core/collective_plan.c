@@ -28,6 +28,8 @@ int cspmd_coll_noop(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst)
     case CSPMD_NOOP_REPLICATED:
         return src.ltype == CSPMD_LT_R || src.ltype == CSPMD_LT_I;
     case CSPMD_NOOP_EQUAL:
+        if (op == CSPMD_COLL_REINTERPRET && (src.shard_dim >= 0 || dst.shard_dim >= 0))
+            return 0; /* reinterpret refuses S(i) (cspmd_coll_validate), equal or not */
         /* V and S(d) share the local type V: a no-op unless both are
          * shards of different dims. */
         return !(src.shard_dim >= 0 && dst.shard_dim >= 0 && src.shard_dim != dst.shard_dim);

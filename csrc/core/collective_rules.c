@@ -5,6 +5,7 @@
  * Type values in messages are R/I/V/P and S(d), as everywhere in cspmd (the
  * reference prints "PerMeshAxisLocalSpmdType.R"; docs/differences.md).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,29 +46,31 @@ static cspmd_status_t bad_value(const char *msg)
     return cspmd_error_set(CSPMD_ERR_VALUE, "%s", msg);
 }
 
+/* The (src, dst) checks below name src and dst by s and d: their texts
+ * (cspmdi_ctype_text, or a shard's dim as the caller wrote it). */
+
 /* all_reduce / reduce_scatter src: P, or V (implicit reinterpret). */
-static cspmd_status_t check_reduce_src(const char *fn, cspmd_ctype_t src)
+static cspmd_status_t check_reduce_src(const char *fn, cspmd_ctype_t src, const char *s)
 {
     if (is_plain(src, CSPMD_LT_P) || is_plain(src, CSPMD_LT_V))
         return CSPMD_OK;
-    cspmdi_ctype_text_t s = cspmdi_ctype_text(src);
     if (is_plain(src, CSPMD_LT_R) || is_plain(src, CSPMD_LT_I))
         return cspmd_error_set(CSPMD_ERR_VALUE,
                                "%s src must be P, got %s. %s on replicated/invariant data is "
                                "usually a bug. If you really want to scale by mesh size, use "
                                "reinterpret(src=%s, dst=P) first.",
-                               fn, s.s, fn, s.s);
-    return cspmd_error_set(CSPMD_ERR_VALUE, "%s src must be P, got %s", fn, s.s);
+                               fn, s, fn, s);
+    return cspmd_error_set(CSPMD_ERR_VALUE, "%s src must be P, got %s", fn, s);
 }
 
-static cspmd_status_t validate_reinterpret(cspmd_ctype_t src, cspmd_ctype_t dst, int expert)
+static cspmd_status_t validate_reinterpret(cspmd_ctype_t src, cspmd_ctype_t dst, int expert,
+                                           const char *s, const char *d)
 {
-    cspmdi_ctype_text_t s = cspmdi_ctype_text(src), d = cspmdi_ctype_text(dst);
     if (cspmdi_is_shard(src) || cspmdi_is_shard(dst))
         return cspmd_error_set(CSPMD_ERR_VALUE,
                                "reinterpret does not support S(i). Use V instead, or use convert "
                                "for semantics-preserving conversions. Got src=%s, dst=%s",
-                               s.s, d.s);
+                               s, d);
     cspmd_ltype_t a = src.ltype, b = dst.ltype;
     if (a == b)
         return CSPMD_OK;
@@ -99,19 +102,19 @@ static cspmd_status_t validate_reinterpret(cspmd_ctype_t src, cspmd_ctype_t dst,
                                "reinterpret(%s, %s) is not supported; it is semantically "
                                "ill-defined. Call all_reduce(src=P, dst=R) first to materialize "
                                "the sum, then do whatever conversion you need from R.",
-                               s.s, d.s);
+                               s, d);
     if (a == CSPMD_LT_V)
         return cspmd_error_set(CSPMD_ERR_VALUE,
                                "reinterpret(%s, %s) is not supported. We cannot unsafely assert "
                                "that varying values on all ranks are actually the same. Ensure "
                                "your source is already %s instead.",
-                               s.s, d.s, d.s);
-    return cspmd_error_set(CSPMD_ERR_VALUE, "reinterpret(%s, %s) is not supported.", s.s, d.s);
+                               s, d, d);
+    return cspmd_error_set(CSPMD_ERR_VALUE, "reinterpret(%s, %s) is not supported.", s, d);
 }
 
-static cspmd_status_t validate_convert(cspmd_ctype_t src, cspmd_ctype_t dst, int expert)
+static cspmd_status_t validate_convert(cspmd_ctype_t src, cspmd_ctype_t dst, int expert,
+                                       const char *s, const char *d)
 {
-    cspmdi_ctype_text_t s = cspmdi_ctype_text(src), d = cspmdi_ctype_text(dst);
     cspmd_ltype_t a = src.ltype, b = dst.ltype; /* S(.) -> V */
     if (!expert) {
         if (a == CSPMD_LT_R && b == CSPMD_LT_I)
@@ -128,14 +131,14 @@ static cspmd_status_t validate_convert(cspmd_ctype_t src, cspmd_ctype_t dst, int
                                    "zeros to create a partial tensor, which is rarely what you "
                                    "want in the forward pass. It exists as a backward for "
                                    "convert(R, %s).",
-                                   s.s, s.s);
+                                   s, s);
     }
     if (a == b) {
         if (cspmdi_is_shard(src) && cspmdi_is_shard(dst) && src.shard_dim != dst.shard_dim)
             return cspmd_error_set(CSPMD_ERR_VALUE,
-                                   "convert(S(%d), S(%d)) cannot change the shard dimension "
+                                   "convert(%s, %s) cannot change the shard dimension "
                                    "without communication. Use all_to_all() instead.",
-                                   (int)src.shard_dim, (int)dst.shard_dim);
+                                   s, d);
         return CSPMD_OK;
     }
     /* a != b here: R|I -> anything, and V|S -> P, are conversions. */
@@ -146,29 +149,29 @@ static cspmd_status_t validate_convert(cspmd_ctype_t src, cspmd_ctype_t dst, int
             return cspmd_error_set(CSPMD_ERR_VALUE,
                                    "convert(%s, %s) is not supported. Use all_reduce(src=P, "
                                    "dst=%s) to perform the reduction and get the full sum.",
-                                   s.s, d.s, d.s);
+                                   s, d, d);
         return cspmd_error_set(CSPMD_ERR_VALUE,
                                "convert(%s, %s) is not supported. Use reduce_scatter(src=P, "
                                "dst=%s) to perform the reduction and get shards of the sum.",
-                               s.s, d.s, d.s);
+                               s, d, d);
     }
-    return cspmd_error_set(CSPMD_ERR_VALUE, "convert(%s, %s) is not supported.", s.s, d.s);
+    return cspmd_error_set(CSPMD_ERR_VALUE, "convert(%s, %s) is not supported.", s, d);
 }
 
 /* broadcast: V -> R|I copies root's value to every rank; R -> R and I -> I
  * are no-ops (the value is the same everywhere already).  Its backward
  * pairs, expert only: P -> V sums the gradient onto root, I -> V keeps it
  * there (zeros on every other rank). */
-static cspmd_status_t validate_broadcast(cspmd_ctype_t src, cspmd_ctype_t dst, int expert)
+static cspmd_status_t validate_broadcast(cspmd_ctype_t src, cspmd_ctype_t dst, int expert,
+                                         const char *s, const char *d)
 {
-    cspmdi_ctype_text_t s = cspmdi_ctype_text(src), d = cspmdi_ctype_text(dst);
     cspmd_ltype_t a = src.ltype, b = dst.ltype;
     if (cspmdi_is_shard(src))
         return cspmd_error_set(CSPMD_ERR_VALUE,
                                "broadcast src must be V, got %s: a broadcast copies root's shard, "
                                "not the whole tensor. Use all_gather(src=%s, dst=R) to gather "
                                "the shards.",
-                               s.s, s.s);
+                               s, s);
     int replicated_dst = is_plain(dst, CSPMD_LT_R) || is_plain(dst, CSPMD_LT_I);
     if (a == CSPMD_LT_V && replicated_dst)
         return CSPMD_OK;
@@ -184,8 +187,62 @@ static cspmd_status_t validate_broadcast(cspmd_ctype_t src, cspmd_ctype_t dst, i
                                "broadcast(%s, %s) is not supported: an %s value is the same on "
                                "every rank already, and broadcast keeps R and I as they are. Use "
                                "convert(src=%s, dst=%s) to change between R and I.",
-                               s.s, d.s, s.s, s.s, d.s);
-    return cspmd_error_set(CSPMD_ERR_VALUE, "broadcast dst must be R or I, got %s", d.s);
+                               s, d, s, s, d);
+    return cspmd_error_set(CSPMD_ERR_VALUE, "broadcast dst must be R or I, got %s", d);
+}
+
+/* The (src, dst) table and expert gate; s and d are the texts messages
+ * show for src and dst.  src and dst are valid (ct_valid). */
+static cspmd_status_t validate_pair(cspmd_coll_t op, cspmd_ctype_t src, cspmd_ctype_t dst,
+                                    int expert_mode, const char *s, const char *d)
+{
+    cspmd_status_t st;
+    switch (op) {
+    case CSPMD_COLL_ALL_REDUCE:
+        if ((st = check_reduce_src("all_reduce", src, s)) != CSPMD_OK)
+            return st;
+        if (is_plain(dst, CSPMD_LT_R) || is_plain(dst, CSPMD_LT_I))
+            return CSPMD_OK;
+        return cspmd_error_set(CSPMD_ERR_VALUE, "all_reduce dst must be R or I, got %s", d);
+    case CSPMD_COLL_ALL_GATHER:
+        if (src.ltype != CSPMD_LT_V)
+            return cspmd_error_set(CSPMD_ERR_VALUE, "all_gather src must be V or S(i), got %s",
+                                   s);
+        if (is_plain(dst, CSPMD_LT_R) || is_plain(dst, CSPMD_LT_I))
+            return CSPMD_OK;
+        return cspmd_error_set(CSPMD_ERR_VALUE, "all_gather dst must be R or I, got %s", d);
+    case CSPMD_COLL_REDUCE_SCATTER:
+        if ((st = check_reduce_src("reduce_scatter", src, s)) != CSPMD_OK)
+            return st;
+        if (dst.ltype == CSPMD_LT_V)
+            return CSPMD_OK;
+        return cspmd_error_set(CSPMD_ERR_VALUE, "reduce_scatter dst must be V or S(i), got %s",
+                               d);
+    case CSPMD_COLL_ALL_TO_ALL:
+        if (src.ltype != CSPMD_LT_V)
+            return cspmd_error_set(CSPMD_ERR_VALUE, "all_to_all src must be V or S(i), got %s",
+                                   s);
+        if (dst.ltype != CSPMD_LT_V)
+            return cspmd_error_set(CSPMD_ERR_VALUE, "all_to_all dst must be V or S(i), got %s",
+                                   d);
+        return CSPMD_OK;
+    case CSPMD_COLL_REINTERPRET:
+        return validate_reinterpret(src, dst, expert_mode, s, d);
+    case CSPMD_COLL_CONVERT:
+        return validate_convert(src, dst, expert_mode, s, d);
+    case CSPMD_COLL_BROADCAST:
+        return validate_broadcast(src, dst, expert_mode, s, d);
+    case CSPMD_COLL_REDISTRIBUTE:
+        return CSPMD_OK; /* all 16 base combinations route somewhere */
+    case CSPMD_COLL_INVARIANT_TO_REPLICATE:
+        if (is_plain(src, CSPMD_LT_I) && is_plain(dst, CSPMD_LT_R))
+            return CSPMD_OK;
+        return cspmd_error_set(CSPMD_ERR_MISUSE,
+                               "invariant_to_replicate is typed (I, R), got src=%s, dst=%s", s,
+                               d);
+    }
+    /* Every listed op returned above: a value outside the list. */
+    return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_validate: unknown op %d", (int)op);
 }
 
 cspmd_status_t cspmd_coll_root_check(int64_t root, int64_t group_size)
@@ -212,53 +269,97 @@ cspmd_status_t cspmd_coll_validate(cspmd_coll_t op, cspmd_ctype_t src, cspmd_cty
                                (int)src.ltype, (int)dst.ltype, (int)src.shard_dim,
                                (int)dst.shard_dim);
     cspmdi_ctype_text_t s = cspmdi_ctype_text(src), d = cspmdi_ctype_text(dst);
-    cspmd_status_t st;
+    return validate_pair(op, src, dst, expert_mode, s.s, d.s);
+}
+
+/* ===================================================================== */
+/* Shards out of range: which error a call reports first                 */
+/* ===================================================================== */
+
+enum { RESOLVES_SRC = 1, RESOLVES_DST = 2 };
+
+/* The arguments whose S(d) the reference resolves against the input's dims
+ * before it checks the (src, dst) pair (RESOLVES_* bits). */
+static int resolved_before_pair(cspmd_coll_t op)
+{
     switch (op) {
-    case CSPMD_COLL_ALL_REDUCE:
-        if ((st = check_reduce_src("all_reduce", src)) != CSPMD_OK)
-            return st;
-        if (is_plain(dst, CSPMD_LT_R) || is_plain(dst, CSPMD_LT_I))
-            return CSPMD_OK;
-        return cspmd_error_set(CSPMD_ERR_VALUE, "all_reduce dst must be R or I, got %s", d.s);
+    case CSPMD_COLL_ALL_REDUCE:  /* takes no shard: any is a bad pair */
+    case CSPMD_COLL_REINTERPRET: /* refuses every shard before anything */
+        return 0;
     case CSPMD_COLL_ALL_GATHER:
-        if (src.ltype != CSPMD_LT_V)
-            return cspmd_error_set(CSPMD_ERR_VALUE, "all_gather src must be V or S(i), got %s",
-                                   s.s);
-        if (is_plain(dst, CSPMD_LT_R) || is_plain(dst, CSPMD_LT_I))
-            return CSPMD_OK;
-        return cspmd_error_set(CSPMD_ERR_VALUE, "all_gather dst must be R or I, got %s", d.s);
+        return RESOLVES_SRC;
     case CSPMD_COLL_REDUCE_SCATTER:
-        if ((st = check_reduce_src("reduce_scatter", src)) != CSPMD_OK)
-            return st;
-        if (dst.ltype == CSPMD_LT_V)
-            return CSPMD_OK;
-        return cspmd_error_set(CSPMD_ERR_VALUE, "reduce_scatter dst must be V or S(i), got %s",
-                               d.s);
+        return RESOLVES_DST;
     case CSPMD_COLL_ALL_TO_ALL:
-        if (src.ltype != CSPMD_LT_V)
-            return cspmd_error_set(CSPMD_ERR_VALUE, "all_to_all src must be V or S(i), got %s",
-                                   s.s);
-        if (dst.ltype != CSPMD_LT_V)
-            return cspmd_error_set(CSPMD_ERR_VALUE, "all_to_all dst must be V or S(i), got %s",
-                                   d.s);
-        return CSPMD_OK;
-    case CSPMD_COLL_REINTERPRET:
-        return validate_reinterpret(src, dst, expert_mode);
     case CSPMD_COLL_CONVERT:
-        return validate_convert(src, dst, expert_mode);
     case CSPMD_COLL_REDISTRIBUTE:
-        return CSPMD_OK; /* all 16 base combinations route somewhere */
     case CSPMD_COLL_INVARIANT_TO_REPLICATE:
-        if (is_plain(src, CSPMD_LT_I) && is_plain(dst, CSPMD_LT_R))
-            return CSPMD_OK;
-        return cspmd_error_set(CSPMD_ERR_MISUSE,
-                               "invariant_to_replicate is typed (I, R), got src=%s, dst=%s", s.s,
-                               d.s);
-    case CSPMD_COLL_BROADCAST:
-        return validate_broadcast(src, dst, expert_mode);
+    case CSPMD_COLL_BROADCAST: /* cspmd's own: src then dst, as the others */
+        return RESOLVES_SRC | RESOLVES_DST;
     }
-    /* Every listed op returned above: a value outside the list. */
-    return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_coll_validate: unknown op %d", (int)op);
+    return -1; /* a value outside the list */
+}
+
+/* One argument as written: its type for the pair check (an out-of-range
+ * shard keeps a placeholder dim: only convert and all_to_all compare shard
+ * dims, and they resolve both arguments before the pair), its text as
+ * written, and whether its shard is out of range. */
+typedef struct written_arg {
+    cspmd_ctype_t ct;
+    cspmdi_ctype_text_t text;
+    int out_of_range;
+} written_arg_t;
+
+static int read_written(cspmd_ltype_t lt, int is_shard, int64_t dim, int64_t ndim,
+                        written_arg_t *w)
+{
+    w->ct.ltype = lt;
+    w->ct.shard_dim = -1;
+    w->out_of_range = 0;
+    if (lt < CSPMD_LT_R || lt > CSPMD_LT_P || (is_shard && lt != CSPMD_LT_V))
+        return 0;
+    if (!is_shard) {
+        w->text = cspmdi_ctype_text(w->ct);
+        return 1;
+    }
+    w->out_of_range = dim < -ndim || dim >= ndim;
+    w->ct.shard_dim = w->out_of_range ? 0 : (int32_t)(dim < 0 ? dim + ndim : dim);
+    snprintf(w->text.s, sizeof w->text.s, "S(%lld)", (long long)dim);
+    return 1;
+}
+
+static cspmd_status_t out_of_range(cspmd_coll_t op, const char *what, int64_t dim, int64_t ndim)
+{
+    return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
+                           "%s: %s=S(%lld) is out of range for a tensor with %lld dims",
+                           cspmd_coll_name(op), what, (long long)dim, (long long)ndim);
+}
+
+cspmd_status_t cspmd_coll_check_shard_range(cspmd_coll_t op, cspmd_ltype_t src, int src_is_shard,
+                                            int64_t src_dim, cspmd_ltype_t dst, int dst_is_shard,
+                                            int64_t dst_dim, int64_t ndim, int expert_mode)
+{
+    written_arg_t s, d;
+    int first = resolved_before_pair(op);
+    if (first < 0 || ndim < 0 || ndim > INT32_MAX ||
+        !read_written(src, src_is_shard, src_dim, ndim, &s) ||
+        !read_written(dst, dst_is_shard, dst_dim, ndim, &d))
+        return cspmd_error_set(CSPMD_ERR_MISUSE,
+                               "cspmd_coll_check_shard_range: bad op %d, src/dst (ltype %d/%d, "
+                               "shard %d/%d) or ndim %lld",
+                               (int)op, (int)src, (int)dst, src_is_shard, dst_is_shard,
+                               (long long)ndim);
+    if (!s.out_of_range && !d.out_of_range)
+        return CSPMD_OK;
+    if (s.out_of_range && (first & RESOLVES_SRC))
+        return out_of_range(op, "src", src_dim, ndim);
+    if (d.out_of_range && (first & RESOLVES_DST))
+        return out_of_range(op, "dst", dst_dim, ndim);
+    cspmd_status_t st = validate_pair(op, s.ct, d.ct, expert_mode, s.text.s, d.text.s);
+    if (st != CSPMD_OK)
+        return st;
+    return s.out_of_range ? out_of_range(op, "src", src_dim, ndim)
+                          : out_of_range(op, "dst", dst_dim, ndim);
 }
 
 cspmd_status_t cspmd_coll_src_as(cspmd_coll_t op, cspmd_ltype_t src, cspmd_ltype_t *as)

@@ -1,5 +1,6 @@
 /* Collectives: (src, dst) validity, expert gating, backward pairs
  * and the checker rule. */
+#include <stdint.h>
 #include <string.h>
 
 #include "cspmd.h"
@@ -489,6 +490,90 @@ START_TEST(test_coll_src_as)
 }
 END_TEST
 
+/* cspmd_coll_check_shard_range with src and dst as written: W(lt) a plain
+ * type, WS(d) the shard S(d). */
+#define W(lt) (lt), 0, 0
+#define WS(d) LV, 1, (d)
+#define RANGE_OK(op, s, d, n) \
+    ck_assert_msg(cspmd_coll_check_shard_range(op, s, d, n, 0) == CSPMD_OK, "%s", cspmd_last_error())
+#define RANGE_BAD(op, s, d, n, status, msg)                                \
+    do {                                                                  \
+        ck_assert_int_eq(cspmd_coll_check_shard_range(op, s, d, n, 0), status); \
+        ck_assert_str_eq(cspmd_last_error(), msg);                        \
+    } while (0)
+
+START_TEST(test_shard_range_in_range)
+{
+    /* Every shard within -ndim..ndim-1: nothing to report, whatever the pair. */
+    RANGE_OK(CSPMD_COLL_CONVERT, WS(-2), WS(1), 2);
+    RANGE_OK(CSPMD_COLL_ALL_REDUCE, WS(0), W(LR), 1); /* the pair is the collective's to check */
+    RANGE_OK(CSPMD_COLL_ALL_TO_ALL, W(LV), W(LV), 0);
+}
+END_TEST
+
+START_TEST(test_shard_range_order)
+{
+    const cspmd_status_t T = CSPMD_ERR_SPMD_TYPE, VAL = CSPMD_ERR_VALUE;
+    /* all_reduce takes no shard: the pair's error, the shard as written. */
+    RANGE_BAD(CSPMD_COLL_ALL_REDUCE, W(LP), WS(-7), 2, VAL,
+              "all_reduce dst must be R or I, got S(-7)");
+    RANGE_BAD(CSPMD_COLL_ALL_REDUCE, WS(5), W(LR), 2, VAL, "all_reduce src must be P, got S(5)");
+    /* all_gather resolves src first, dst after the pair. */
+    RANGE_BAD(CSPMD_COLL_ALL_GATHER, WS(2), W(LR), 2, T,
+              "all_gather: src=S(2) is out of range for a tensor with 2 dims");
+    RANGE_BAD(CSPMD_COLL_ALL_GATHER, WS(2), WS(9), 2, T,
+              "all_gather: src=S(2) is out of range for a tensor with 2 dims");
+    RANGE_BAD(CSPMD_COLL_ALL_GATHER, WS(0), WS(-9), 2, VAL,
+              "all_gather dst must be R or I, got S(-9)");
+    /* reduce_scatter resolves dst first, src after the pair. */
+    RANGE_BAD(CSPMD_COLL_REDUCE_SCATTER, WS(9), WS(9), 2, T,
+              "reduce_scatter: dst=S(9) is out of range for a tensor with 2 dims");
+    RANGE_BAD(CSPMD_COLL_REDUCE_SCATTER, WS(9), W(LV), 2, VAL,
+              "reduce_scatter src must be P, got S(9)");
+    RANGE_BAD(CSPMD_COLL_REDUCE_SCATTER, W(LP), WS(-3), 2, T,
+              "reduce_scatter: dst=S(-3) is out of range for a tensor with 2 dims");
+    /* reinterpret refuses every shard before resolving any. */
+    RANGE_BAD(CSPMD_COLL_REINTERPRET, WS(4), W(LP), 2, VAL,
+              "reinterpret does not support S(i). Use V instead, or use convert for "
+              "semantics-preserving conversions. Got src=S(4), dst=P");
+    /* all_to_all, convert and redistribute resolve both first, src first. */
+    RANGE_BAD(CSPMD_COLL_ALL_TO_ALL, WS(3), WS(-4), 3, T,
+              "all_to_all: src=S(3) is out of range for a tensor with 3 dims");
+    RANGE_BAD(CSPMD_COLL_ALL_TO_ALL, WS(0), WS(-4), 3, T,
+              "all_to_all: dst=S(-4) is out of range for a tensor with 3 dims");
+    RANGE_BAD(CSPMD_COLL_CONVERT, W(LP), WS(2), 2, T,
+              "convert: dst=S(2) is out of range for a tensor with 2 dims");
+    RANGE_BAD(CSPMD_COLL_REDISTRIBUTE, WS(0), WS(0), 0, T,
+              "redistribute: src=S(0) is out of range for a tensor with 0 dims");
+    /* broadcast (cspmd's own) resolves both first, src first, as these. */
+    RANGE_BAD(CSPMD_COLL_BROADCAST, WS(5), WS(-9), 2, T,
+              "broadcast: src=S(5) is out of range for a tensor with 2 dims");
+    RANGE_BAD(CSPMD_COLL_BROADCAST, W(LV), WS(2), 2, T,
+              "broadcast: dst=S(2) is out of range for a tensor with 2 dims");
+    RANGE_OK(CSPMD_COLL_BROADCAST, WS(1), W(LR), 2); /* the pair is the collective's to check */
+    /* The expert gate is the pair's: checked where the pair comes first. */
+    RANGE_BAD(CSPMD_COLL_ALL_GATHER, WS(-1), WS(1), 1, VAL,
+              "all_gather dst must be R or I, got S(1)");
+}
+END_TEST
+
+START_TEST(test_shard_range_misuse)
+{
+    const cspmd_status_t M = CSPMD_ERR_MISUSE;
+    ck_assert_int_eq(cspmd_coll_check_shard_range(CSPMD_COLL_CONVERT, LR, 1, 0, W(LV), 2, 0), M);
+    ck_assert_int_eq(cspmd_coll_check_shard_range(CSPMD_COLL_CONVERT, W(CSPMD_LT_NONE), WS(0), 2,
+                                                  0),
+                     M);
+    ck_assert_int_eq(cspmd_coll_check_shard_range(CSPMD_COLL_CONVERT, W(LR), WS(0), -1, 0), M);
+    ck_assert_int_eq(cspmd_coll_check_shard_range(CSPMD_COLL_CONVERT, W(LR), WS(0),
+                                                  (int64_t)INT32_MAX + 1, 0),
+                     M);
+    ck_assert_int_eq(cspmd_coll_check_shard_range((cspmd_coll_t)CSPMD_COLL_COUNT, W(LR), WS(0), 2,
+                                                  0),
+                     M);
+}
+END_TEST
+
 Suite *suite_coll(void)
 {
     Suite *s = suite_create("coll");
@@ -510,6 +595,9 @@ Suite *suite_coll(void)
     tcase_add_test(tc, test_coll_infer_other_mesh);
     tcase_add_test(tc, test_coll_infer_misuse);
     tcase_add_test(tc, test_coll_src_as);
+    tcase_add_test(tc, test_shard_range_in_range);
+    tcase_add_test(tc, test_shard_range_order);
+    tcase_add_test(tc, test_shard_range_misuse);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -14,6 +14,10 @@ START_TEST(test_noop)
     ck_assert_int_eq(cspmd_coll_noop(redist, S(0), S(1)), 0); /* an all_to_all */
     ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_REINTERPRET, C(CSPMD_LT_P), C(CSPMD_LT_P)), 1);
     ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_REINTERPRET, C(CSPMD_LT_V), C(CSPMD_LT_P)), 0);
+    /* reinterpret refuses S(i): never a no-op, even between equal shards */
+    ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_REINTERPRET, S(0), S(0)), 0);
+    ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_REINTERPRET, C(CSPMD_LT_V), S(1)), 0);
+    ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_REINTERPRET, S(1), C(CSPMD_LT_V)), 0);
     /* A collective communicates even between equal types. */
     ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_ALL_TO_ALL, S(0), S(0)), 0);
     ck_assert_int_eq(cspmd_coll_noop(CSPMD_COLL_ALL_REDUCE, C(CSPMD_LT_P), C(CSPMD_LT_P)), 0);

@@ -20,7 +20,6 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from ._codes import COLL, DTSRC, LT
-from ._errors import SpmdTypeError
 from ._lib import collective, ops as _ops
 from ._traceback import api_boundary
 from .mesh import MeshAxis, process_group_for
@@ -60,28 +59,50 @@ def _ctype_or_none(t, ndim):
     return None
 
 
-def _ctype(t, x, fn, what):
-    """[ltype, shard_dim] for the core, or the error for a bad src/dst."""
-    c = _ctype_or_none(t, x.dim())
-    if c is not None:
-        return c
+def _written(t, fn, what):
+    """(ltype, is a shard, shard dim as written) of a src/dst for the core;
+    ValueError for what is not a type."""
     if isinstance(t, Shard):
-        raise SpmdTypeError(f"{fn}: {what}=S({t.dim}) is out of range for a tensor with "
-                            f"{x.dim()} dims")
+        return V.value, True, t.dim
+    if isinstance(t, PerMeshAxisLocalSpmdType):
+        return t.value, False, -1
     raise ValueError(f"{fn} {what} must be one of R, I, V, P or S(i), got {t!r}")
 
 
+def _ctypes(op, fn, x, src, dst, expert):
+    """[src ltype, src shard dim, dst ltype, dst shard dim] for the core, S(d)
+    canonicalized against x's dims (in Python, so that torch.compile traces
+    it).  For a bad src/dst the core decides what is reported, in the
+    reference's order (cspmd_coll_check_shard_range: a shard out of range,
+    or the (src, dst) pair's error where the reference checks that first)."""
+    a, b = _ctype_or_none(src, x.dim()), _ctype_or_none(dst, x.dim())
+    if a is not None and b is not None:
+        return a + b
+    _ops.coll_check_shard_range(op, *_written(src, fn, "src"), *_written(dst, fn, "dst"),
+                                x.dim(), bool(expert))
+    raise RuntimeError(f"{fn}: internal error: src={src!r}, dst={dst!r} were refused here but "
+                       "accepted by the core")
+
+
+def _shards(sa, sb):
+    """Which of src, dst are shards, as one code: bit 0 src, bit 1 dst,
+    bit 2 two shards of different dims (sa, sb: canonical dims, -1 none)."""
+    return (sa >= 0) | (sb >= 0) << 1 | (sa >= 0 and sb >= 0 and sa != sb) << 2
+
+
 def _noop_table():
-    """{(op, src ltype, dst ltype, two shards of different dims): no-op?}
-    for every collective, the core's cspmd_coll_noop read once: a plain
-    lookup, which torch.compile traces (a call into the library would break
-    the graph)."""
+    """{(op, src ltype, dst ltype, _shards code): no-op?} for every
+    collective, the core's cspmd_coll_noop read once: a plain lookup, which
+    torch.compile traces (a call into the library would break the graph)."""
     table = {}
+    dims = [(-1, -1), (0, -1), (-1, 0), (0, 0), (0, 1)]
     for op in vars(COLL).values():
         for a in (LT.R, LT.I, LT.V, LT.P):
             for b in (LT.R, LT.I, LT.V, LT.P):
-                table[op, a, b, False] = bool(_ops.coll_noop(op, (a, -1), (b, -1)))
-                table[op, a, b, True] = bool(_ops.coll_noop(op, (a, 0), (b, 1)))
+                for sa, sb in dims:
+                    if (sa >= 0 and a != LT.V) or (sb >= 0 and b != LT.V):
+                        continue  # only V is sharded
+                    table[op, a, b, _shards(sa, sb)] = bool(_ops.coll_noop(op, (a, sa), (b, sb)))
     return table
 
 
@@ -121,7 +142,7 @@ def _is_noop(op, x, src, dst):
     a, b = _ctype_or_none(src, x.dim()), _ctype_or_none(dst, x.dim())
     if a is None or b is None:
         return False
-    return _NOOP[op, a[0], b[0], a[1] >= 0 and b[1] >= 0 and a[1] != b[1]]
+    return _NOOP[op, a[0], b[0], _shards(a[1], b[1])]
 
 
 def _dtype_code(dt, what):
@@ -202,36 +223,13 @@ def _group(axis):
     return info
 
 
-# The arguments whose S(i) the reference checks against the tensor's dims
-# before the collective's (src, dst) rules; for the others a pair the
-# collective never takes is reported first.
-_SHARD_RANGE_FIRST = {COLL.ALL_REDUCE: (), COLL.ALL_GATHER: ("src",),
-                      COLL.REDUCE_SCATTER: ("dst",)}
-
-
-def _shard_range_error_order(op, src, dst, x, expert):
-    """On an S(i) out of range: raise the pair's ValueError instead where
-    the reference checks the pair first."""
-    first = _SHARD_RANGE_FIRST.get(op, ("src", "dst"))
-    for t, what in ((src, "src"), (dst, "dst")):
-        if what in first and isinstance(t, Shard) and _ctype_or_none(t, x.dim()) is None:
-            return
-    s, d = _ctype_or_none(src, 1 << 20), _ctype_or_none(dst, 1 << 20)
-    if s is not None and d is not None:
-        _ops.coll_validate(op, s, d, bool(expert))
-
-
 def _run(fn, op, x, axis, src, dst, *, dims=(None, None), dim_names=("dim", "dim"),
          ndim_extra=0, root=None, sizes_a=None,
          sizes_b=None, op_dtype=None, out_dtype=None, backward_options=None, expert=False,
          inplace=False):
     _check_tensor(x, fn)
     group, axis_id = _group(axis)
-    try:
-        types = _ctype(src, x, fn, "src") + _ctype(dst, x, fn, "dst")
-    except SpmdTypeError:
-        _shard_range_error_order(op, src, dst, x, expert)
-        raise
+    types = _ctypes(op, fn, x, src, dst, expert)
     if op_dtype is None and out_dtype is None and backward_options is None:
         dtypes, bad_options = _NO_DTYPES, ""
     else:
@@ -249,15 +247,14 @@ def _run(fn, op, x, axis, src, dst, *, dims=(None, None), dim_names=("dim", "dim
                           dtypes, bool(expert), bool(inplace), bad_options)
 
 
-def _unchanged(fn, x, axis, src, dst):
+def _unchanged(fn, op, x, axis, src, dst):
     """A conversion whose src and dst agree: x itself, once the axis, both
     types and x's type on the axis (src) are checked like any collective's;
     a new tensor typed dst on the axis where x was accepted as src by a
     coercion (V read as P: reinterpret(x, V, P); R and I for each other
     without a gradient: an alias)."""
     group, axis_id = _group(axis)
-    lt, dim = _ctype(src, x, fn, "src")
-    _ctype(dst, x, fn, "dst")
+    lt, dim, _, _ = _ctypes(op, fn, x, src, dst, False)
     return _ops.collective_check_input(x, fn, group, axis_id, lt, dim)
 
 
@@ -272,7 +269,7 @@ def _src_as(fn, op, x, axis, src, dst):
     if not torch.compiler.is_compiling():  # (Dynamo cannot trace calls into _C)
         _check_tensor(x, fn)
         group, axis_id = _group(axis)
-        dst_code = _ctype_or_none(dst, 1 << 20) or _ctype(dst, x, fn, "dst")
+        dst_code = _ctypes(op, fn, x, as_, dst, False)[2:]
         _ops.coll_validate(op, (as_.value, -1), dst_code, False)
         _ops.collective_check_input(x, fn, group, axis_id, src.value, -1)
     return reinterpret(x, axis, src=src, dst=as_), as_
@@ -362,12 +359,8 @@ def reinterpret(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: 
     >>> y = reinterpret(x, tp, src=V, dst=P)  # doctest: +SKIP
     """
     _check_tensor(x, "reinterpret")
-    for t in (src, dst):
-        if isinstance(t, Shard):
-            raise ValueError("reinterpret does not support S(i). Use convert() to change how "
-                             "a tensor is sharded.")
     if _is_noop(COLL.REINTERPRET, x, src, dst):
-        return _unchanged("reinterpret", x, axis, src, dst)
+        return _unchanged("reinterpret", COLL.REINTERPRET, x, axis, src, dst)
     split = (_SPLIT.get((COLL.REINTERPRET, src.value, dst.value))
              if src.__class__ is PerMeshAxisLocalSpmdType and
              dst.__class__ is PerMeshAxisLocalSpmdType else None)
@@ -416,7 +409,7 @@ def convert(x: torch.Tensor, axis: Any, *, src: Any, dst: Any, expert_mode: bool
     """
     _check_tensor(x, "convert")
     if _is_noop(COLL.CONVERT, x, src, dst):
-        return _unchanged("convert", x, axis, src, dst)
+        return _unchanged("convert", COLL.CONVERT, x, axis, src, dst)
     return _run("convert", COLL.CONVERT, x, axis, src, dst, op_dtype=op_dtype, out_dtype=out_dtype,
                 backward_options=backward_options, expert=expert_mode)
 
@@ -432,7 +425,7 @@ def redistribute(x: torch.Tensor, axis: Any, *, src: Any, dst: Any,
     """
     _check_tensor(x, "redistribute")
     if _is_noop(COLL.REDISTRIBUTE, x, src, dst):
-        return _unchanged("redistribute", x, axis, src, dst)
+        return _unchanged("redistribute", COLL.REDISTRIBUTE, x, axis, src, dst)
     return _run("redistribute", COLL.REDISTRIBUTE, x, axis, src, dst, op_dtype=op_dtype,
                 out_dtype=out_dtype, backward_options=backward_options)
 
