@@ -497,6 +497,6 @@ def broadcast(x: torch.Tensor, axis: Any, *, root: int = 0, src: Any = V, dst: A
         if isinstance(size, int):
             _ops.coll_root_check(root, size)
     if _is_noop(COLL.BROADCAST, x, src, dst):
-        return _unchanged("broadcast", x, axis, src, dst)
+        return _unchanged("broadcast", COLL.BROADCAST, x, axis, src, dst)
     return _run("broadcast", COLL.BROADCAST, x, axis, src, dst, root=root, op_dtype=op_dtype,
                 out_dtype=out_dtype, backward_options=backward_options)
