@@ -276,11 +276,11 @@ cspmd_status_t cspmdk_with_context(cspmd_status_t st, const cspmd_call_t *call,
     char name_small[192], text_small[512];
     size_t name_len = strlen(cspmd_call_op_name(call)) + strlen(cspmd_call_op_overload(call)) + 2;
     char *name = name_len <= sizeof name_small ? name_small : malloc(name_len);
-    if (name == NULL) {
+    if (name == NULL) { /* out of memory: the name as far as it fits */
         name = name_small;
         name_len = sizeof name_small;
     }
-    text_t t = {name, 0, name == name_small ? sizeof name_small : name_len};
+    text_t t = {name, 0, name_len};
     name[0] = '\0';
     put_op_name(&t, call);
     cspmd_error_context_begin(name);
