@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set everything up, then run the quick start on a fake process group.
+# Set everything up (the newest supported torch unless CSPMD_TORCH says
+# otherwise), then run the quick start on a fake process group.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what cspmd needs on a fresh Debian machine and builds it:
-# Debian packages, a virtual environment with the pinned torch kept outside
-# the checkout (so repeated runs reuse it), and the meson build in build/.
+# Debian packages, a virtual environment with the chosen torch kept outside
+# the checkout (so repeated runs reuse it), and the meson build.
+# CSPMD_TORCH=X.Y.Z picks the torch (default: scripts/env.sh's newest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,11 @@ if [ ! -f "$CSPMD_REF_DIR/spmd_types-$REF_VERSION.dist-info/METADATA" ]; then
   "$VENV/bin/pip" install -q --no-deps --target "$CSPMD_REF_DIR" "spmd_types==$REF_VERSION"
 fi
 
-[ -d build ] || meson setup build -Dtorch=enabled -Dtests=enabled >/dev/null
-ninja -C build >/dev/null
-echo "cspmd built in build/ (python: $VENV/bin/python)"
+# A build folder configured for another torch (its venv moved, say) is set
+# up again rather than mixing two torches' headers.
+if [ -d "$BUILD" ] && ! grep -qF "$VENV/" "$BUILD/build.ninja" 2>/dev/null; then
+  rm -rf "$BUILD"
+fi
+[ -d "$BUILD" ] || meson setup "$BUILD" -Dtorch=enabled -Dtests=enabled >/dev/null
+ninja -C "$BUILD" >/dev/null
+echo "cspmd built in $BUILD/ against torch $TORCH_VERSION (python: $VENV/bin/python)"

@@ -14,23 +14,17 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kernel/op_kernel.h"
 #include "shim.h"
 #include "shim_internal.h"
+#include "torch_compat.h"
 
-// cspmd's dispatch key: the `Fake` functionality key (a slot torchdistx once
-// used; nothing in torch 2.11 registers on it).  It is a functionality key,
-// not a per-backend one, and it sits above the backend keys (Dense, Sparse,
-// SparseCsr, Quantized, NestedTensor), BackendSelect and Python but below
-// autograd: every op reaches it whatever the tensors' backend -- CPU, CUDA,
-// meta, FakeTensor (Python key) -- and it runs after autograd has recorded
-// the op and before any TorchDispatchMode sees it.  A PrivateUse backend
-// slot would be selected only for dense tensors and after a higher backend
-// (Meta) was chosen, so meta tensors and FakeTensorMode ran unchecked.
-static constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
+// cspmd's dispatch key, chosen per torch minor (torch_compat.h).
+static constexpr c10::DispatchKey kKey = cspmd::compat::kCheckerKey;
 
 
 namespace cspmd {
@@ -177,9 +171,44 @@ int register_key_ops() {
 
 } // namespace cspmd
 
-TORCH_LIBRARY_IMPL(_, Fake, m) {
-    m.fallback(torch::CppFunction::makeFromBoxedFunction<&cspmd::fallback>());
+namespace cspmd {
+
+// What already sits on the key, or "": cspmd's kernel would not be reached
+// (ops with their own kernel there) or could not be registered (a fallback).
+static std::string key_owner() {
+    auto &d = c10::Dispatcher::singleton();
+    if (d.hasBackendFallbackForDispatchKey(kKey))
+        return "a fallback kernel";
+    for (const auto &name : d.getAllOpNames()) {
+        auto op = d.findOp(name);
+        if (op && name.name.rfind("cspmd::", 0) != 0 && op->hasKernelForDispatchKey(kKey))
+            return "a kernel for " + name.name +
+                   (name.overload_name.empty() ? "" : "." + name.overload_name);
+    }
+    return "";
 }
+
+void register_checker_key() {
+    static bool done = false;
+    if (done)
+        return;
+    std::string owner = key_owner();
+    if (!owner.empty())
+        throw std::runtime_error(
+            "cspmd cannot check ops on torch " + std::to_string(TORCH_VERSION_MAJOR) + "." +
+            std::to_string(TORCH_VERSION_MINOR) + ": its checker's dispatch key, " +
+            c10::toString(kKey) + ", already has " + owner +
+            " registered by torch or another library, so ops would not reach the checker. "
+            "Load cspmd in a process without that library, or use a torch minor whose key "
+            "is free (docs/dev/architecture.md, 'The dispatch key').");
+    static torch::Library lib(torch::Library::IMPL, "_", kKey, __FILE__,
+                              static_cast<uint32_t>(__LINE__));
+    lib.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+    register_raw_dist_ops();
+    done = true;
+}
+
+} // namespace cspmd
 
 // The boxed-stack accessors ------------------------------------------------
 

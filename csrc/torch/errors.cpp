@@ -20,6 +20,7 @@
 
 #include "shim.h"
 #include "shim_internal.h"
+#include "torch_compat.h"
 
 namespace cspmd {
 namespace {
@@ -256,7 +257,7 @@ extern "C" int cspmd_autograd_node(char *name, size_t name_len, char *where, siz
     if (where_len)
         where[0] = '\0';
     try {
-        std::shared_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
+        cspmd::compat::NodeRef node = torch::autograd::get_current_node();
         if (!node)
             return 0;
         std::snprintf(name, name_len, "%s", node->name().c_str());

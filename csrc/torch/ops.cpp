@@ -27,6 +27,7 @@
 
 #include "shim.h"
 #include "shim_internal.h"
+#include "torch_compat.h"
 
 namespace cspmd {
 // register_no_typecheck (unchecked_code.cpp).
@@ -414,6 +415,10 @@ std::vector<int64_t> checker_state() {
 void trace_set(bool on) { cspmd_trace_set(on ? 1 : 0); }
 bool trace_enabled() { return cspmd_trace_enabled() != 0; }
 
+// The checker's dispatch key on this torch (torch's Python bindings name
+// neither Fake nor the other slots cspmd could use).
+std::string checker_key() { return c10::toString(compat::kCheckerKey); }
+
 int64_t register_explicit() {
     static int64_t n = register_key_ops();
     return n;
@@ -492,6 +497,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     static PyModuleDef def;
     pybind11::module_ m;
     try {
+        register_checker_key();
         m = pybind11::module_::create_extension_module(
             "cspmd._C", "cspmd's control functions (axes, types, mesh stack, checker state)",
             &def);
@@ -527,6 +533,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(rule_bind);
         CSPMD_BIND(rule_infer);
         CSPMD_BIND(register_explicit);
+        CSPMD_BIND(checker_key);
         CSPMD_BIND(trace_set);
         CSPMD_BIND(trace_enabled);
         CSPMD_BIND(codes);

@@ -14,6 +14,7 @@
 #include "kernel/raw_dist_kernel.h"
 #include "shim.h"
 #include "shim_internal.h"
+#include "torch_compat.h"
 
 namespace cspmd {
 namespace {
@@ -22,7 +23,7 @@ void raw_trampoline(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
                     torch::jit::Stack *stack) {
     if (key_paused() || in_unchecked_code()) {
         KeyOff off;
-        op.redispatchBoxed(ks.remove(c10::DispatchKey::Fake), stack);
+        op.redispatchBoxed(ks.remove(compat::kCheckerKey), stack);
         return;
     }
     cspmd_call call{&op, ks, stack, op.schema().returns().size()};
@@ -32,29 +33,27 @@ void raw_trampoline(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
         raise_status(st);
 }
 
-// Registered when the library loads: the c10d ops exist by then.
-struct RawRegistration {
-    std::vector<std::unique_ptr<torch::Library>> libs;
-    RawRegistration() {
-        auto &d = c10::Dispatcher::singleton();
-        for (int i = 0; i < cspmd_raw_rule_count(); i++) {
-            std::string full = cspmd_raw_rule(i)->name;
-            auto pos = full.find("::");
-            auto op = d.findOp(c10::OperatorName(full, ""));
-            if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::Fake))
-                continue;
-            libs.push_back(std::make_unique<torch::Library>(
-                torch::Library::IMPL,
-                full.substr(0, pos), c10::DispatchKey::Fake, __FILE__,
-                static_cast<uint32_t>(__LINE__)));
-            libs.back()->impl(full.substr(pos + 2).c_str(),
-                              torch::CppFunction::makeFromBoxedFunction<&raw_trampoline>());
-        }
-    }
-};
-RawRegistration raw_registration;
-
 } // namespace
+
+// The c10d ops exist once torch.distributed's library has loaded, before
+// cspmd._C does (register_checker_key calls this).
+void register_raw_dist_ops() {
+    static std::vector<std::unique_ptr<torch::Library>> libs;
+    auto &d = c10::Dispatcher::singleton();
+    for (int i = 0; i < cspmd_raw_rule_count(); i++) {
+        std::string full = cspmd_raw_rule(i)->name;
+        auto pos = full.find("::");
+        auto op = d.findOp(c10::OperatorName(full, ""));
+        if (!op)
+            continue;
+        libs.push_back(std::make_unique<torch::Library>(
+            torch::Library::IMPL, full.substr(0, pos), compat::kCheckerKey, __FILE__,
+            static_cast<uint32_t>(__LINE__)));
+        libs.back()->impl(full.substr(pos + 2).c_str(),
+                          torch::CppFunction::makeFromBoxedFunction<&raw_trampoline>());
+    }
+}
+
 } // namespace cspmd
 
 extern "C" int cspmd_call_group_name(const cspmd_call_t *call, char *buf, size_t len) {

@@ -78,6 +78,12 @@ struct KeyOff {
     bool changed;
 };
 
+// Register the checker's fallback and the raw collectives' kernels on the
+// key (once, when cspmd._C loads); throws std::runtime_error naming what
+// already sits on the key if torch or another library took it.
+void register_checker_key();
+void register_raw_dist_ops();
+
 // Per-op registrations on the key: fallthrough for cspmd's own ops, decompose
 // for purely composite ops (see dispatch.cpp).
 int register_key_ops();

@@ -31,6 +31,7 @@
 
 #include "shim.h"
 #include "shim_internal.h"
+#include "torch_compat.h"
 
 namespace cspmd {
 namespace {
@@ -108,7 +109,7 @@ void resolve_pending() {
             if (!strong)
                 continue;
             at::Tensor t(std::move(strong));
-            std::shared_ptr<Node> node = t.grad_fn();
+            compat::NodeRef node = t.grad_fn();
             if (node && node->sequence_nr() == p.seq && node->thread_id() == thread &&
                 !marked(*node))
                 mark(*node, p);
@@ -178,7 +179,7 @@ bool in_unchecked_code(bool nodes) {
         return false;
     try {
         resolve_pending();
-        std::shared_ptr<Node> node = nodes ? torch::autograd::get_current_node() : nullptr;
+        compat::NodeRef node = nodes ? torch::autograd::get_current_node() : nullptr;
         if (node && marked(*node))
             return true;
     } catch (...) {
@@ -187,7 +188,7 @@ bool in_unchecked_code(bool nodes) {
 }
 
 void mark_unchecked_node(const at::Tensor &result, const std::vector<at::Tensor> &inputs) {
-    std::shared_ptr<Node> node = result.grad_fn();
+    compat::NodeRef node = result.grad_fn();
     if (!node || marked(*node))
         return;
     Pending p{};
@@ -228,7 +229,7 @@ cspmd_status_t cspmd_call_run_unchecked(cspmd_call_t *call) {
         p.seq = at::sequence_number::peek() - 1;
         {
             cspmd::KeyOff off;
-            call->op->redispatchBoxed(call->ks.remove(c10::DispatchKey::Fake), call->stack);
+            call->op->redispatchBoxed(call->ks.remove(cspmd::compat::kCheckerKey), call->stack);
         }
         if (record) {
             size_t n = std::min(call->nreturns, call->stack->size());

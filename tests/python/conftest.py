@@ -22,9 +22,10 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 def key_included():
-    """True if cspmd's dispatch key (the ``Fake`` functionality key, which
+    """True if cspmd's dispatch key (``cspmd._lib.ops.checker_key()``, a key
     torch's Python bindings do not name) is in this thread's included set."""
-    return re.search(r"\bFake\b", str(torch._C._dispatch_tls_local_include_set())) is not None
+    key = spmd._lib.ops.checker_key()
+    return re.search(rf"\b{key}\b", str(torch._C._dispatch_tls_local_include_set())) is not None
 
 
 @pytest.fixture(scope="session")
