@@ -302,6 +302,7 @@ static const rule_row_t rules[] = {
     LIN("aten::_upsample_bilinear2d_aa", "*", ""),
     LIN("aten::upsample_bicubic2d", "*", ""),
     LIN("aten::_upsample_bicubic2d_aa", "*", ""),
+    LIN("aten::_upsample_lanczos2d_aa", "*", ""), /* torch 2.15 */
     LIN("aten::upsample_trilinear3d", "*", ""),
     /* constant_pad_nd(self, pad, value): padding with 0 is linear; any
      * other value is the weak scalar, and P + scalar is an error. */
@@ -516,6 +517,7 @@ static const rule_row_t rules[] = {
     BWDL("aten::_upsample_bilinear2d_aa_backward"),
     BWDL("aten::upsample_bicubic2d_backward"),
     BWDL("aten::_upsample_bicubic2d_aa_backward"),
+    BWDL("aten::_upsample_lanczos2d_aa_backward"), /* torch 2.15 */
     BWDL("aten::upsample_trilinear3d_backward"),
     BWDL("aten::affine_grid_generator_backward"),
     /* (grad_output, self, ...): self gives the shape, or the max's place. */

@@ -88,20 +88,32 @@ cspmd_status_t keep_pending(std::exception_ptr e) {
 
 // The trampoline ------------------------------------------------------------
 
-static void fallback(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
-                     torch::jit::Stack *stack) {
+void check_call(cspmd_call *call) {
     // Flags another thread posted (a region of this thread closed there)
     // may have just turned checking off.
     bool turned_off = mailbox_poll() && !c10::impl::tls_is_dispatch_key_included(kKey);
     if (tl_paused || turned_off) {
-        KeyOff off;
-        op.redispatchBoxed(ks.remove(kKey), stack);
+        redispatch(call);
         return;
     }
-    cspmd_call call{&op, ks, stack, op.schema().returns().size()};
-    cspmd_status_t st = cspmd_kernel_run(&call);
+    cspmd_status_t st = cspmd_kernel_run(call);
     if (st != CSPMD_OK)
         raise_status(st);
+}
+
+static void fallback(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
+                     torch::jit::Stack *stack) {
+    cspmd_call call{&op, ks, stack, op.schema().returns().size()};
+    check_call(&call);
+}
+
+void redispatch(cspmd_call *call) {
+    if (call->python_run) {
+        run_python_handler(call);
+        return;
+    }
+    KeyOff off;
+    call->op->redispatchBoxed(call->ks.remove(kKey), call->stack);
 }
 
 // Ops with a CompositeImplicitAutograd kernel are decomposed at the
@@ -364,8 +376,7 @@ cspmd_status_t cspmd_call_args(const cspmd_call_t *call, cspmd_args_t *args) {
 
 cspmd_status_t cspmd_call_redispatch(cspmd_call_t *call) {
     try {
-        cspmd::KeyOff off;
-        call->op->redispatchBoxed(call->ks.remove(kKey), call->stack);
+        cspmd::redispatch(call);
         return CSPMD_OK;
     } catch (...) {
         return cspmd::keep_pending(std::current_exception());

@@ -418,6 +418,9 @@ bool trace_enabled() { return cspmd_trace_enabled() != 0; }
 // The checker's dispatch key on this torch (torch's Python bindings name
 // neither Fake nor the other slots cspmd could use).
 std::string checker_key() { return c10::toString(compat::kCheckerKey); }
+// Whether the key sits below the Python key on this torch (2.13 and newer),
+// so that cspmd checks some Python handlers' ops at the handler.
+bool checker_below_python() { return compat::kCheckerBelowPython; }
 
 int64_t register_explicit() {
     static int64_t n = register_key_ops();
@@ -534,11 +537,13 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(rule_infer);
         CSPMD_BIND(register_explicit);
         CSPMD_BIND(checker_key);
+        CSPMD_BIND(checker_below_python);
         CSPMD_BIND(trace_set);
         CSPMD_BIND(trace_enabled);
         CSPMD_BIND(codes);
 #undef CSPMD_BIND
         bind_core_calls(m);  // the rows of CSPMD_PY_CALL_LIST
+        bind_handler_call(m);
     } catch (pybind11::error_already_set &e) {
         e.restore();
         return nullptr;

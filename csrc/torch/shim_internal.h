@@ -11,12 +11,17 @@
 
 #include "cspmd.h"
 
-// A dispatcher call in flight; opaque to the C kernels.
+// A dispatcher call in flight; opaque to the C kernels.  An op checked at a
+// Python handler (python_handlers.cpp) has python_run set: the callable
+// that runs it there, called in place of the redispatch, with
+// python_result its result (both owned references).
 struct cspmd_call {
     const c10::OperatorHandle *op;
     c10::DispatchKeySet ks;
     torch::jit::Stack *stack;
     size_t nreturns;
+    void *python_run = nullptr;
+    void *python_result = nullptr;
 };
 
 namespace pybind11 {
@@ -84,6 +89,15 @@ struct KeyOff {
 void register_checker_key();
 void register_raw_dist_ops();
 
+// Check a call on the key (the checker's entry, from the key's fallback or
+// from a Python handler): the kernel checks, runs and types it, or the op
+// just runs where checking is paused; raises what the kernel reports.
+void check_call(cspmd_call *call);
+// Run the call's op the rest of the way with the key off: the kernels
+// below cspmd's key, or its Python handler (run_python_handler).
+void redispatch(cspmd_call *call);
+void run_python_handler(cspmd_call *call);
+
 // Per-op registrations on the key: fallthrough for cspmd's own ops, decompose
 // for purely composite ops (see dispatch.cpp).
 int register_key_ops();
@@ -127,5 +141,8 @@ inline void check(cspmd_status_t st) {
 
 // Bind the rows of CSPMD_PY_CALL_LIST on cspmd._C (core_calls.cpp).
 void bind_core_calls(pybind11::module_ &m);
+// Bind handler_call, the check of an op at a Python handler
+// (python_handlers.cpp), on cspmd._C.
+void bind_handler_call(pybind11::module_ &m);
 
 } // namespace cspmd

@@ -227,10 +227,7 @@ cspmd_status_t cspmd_call_run_unchecked(cspmd_call_t *call) {
             record = !p.inputs.empty();
         }
         p.seq = at::sequence_number::peek() - 1;
-        {
-            cspmd::KeyOff off;
-            call->op->redispatchBoxed(call->ks.remove(cspmd::compat::kCheckerKey), call->stack);
-        }
+        cspmd::redispatch(call);
         if (record) {
             size_t n = std::min(call->nreturns, call->stack->size());
             for (size_t i = 0; i < n; i++)

@@ -247,6 +247,16 @@ REFERENCE_DIFFERS = {
 }
 
 
+# DTensor's own propagation, which the reference's global mode runs, carries
+# a shard merged behind other dims as a _StridedShard placement from torch
+# 2.15: F.linear's fold of the sequence then propagates (as cspmd's does),
+# and the reference refuses the strided placement of an explicit view.
+if int(torch.__version__.split(".")[1]) >= 15:
+    del REFERENCE_DIFFERS["linear_sequence_shard"]
+    REFERENCE_DIFFERS["view_merge_inner"] = ("err", "DTensorPropagationError",
+                                             "_StridedShard placement for view")
+
+
 def test_case_list_is_complete(dp, tp):
     assert sorted(CASE_NAMES) == sorted(_cases(spmd, dp, tp))
 
@@ -293,23 +303,24 @@ def test_reduction_over_a_shard_that_is_no_sum_is_a_type_error(mesh, dp, tp):
 
 
 def test_op_with_no_rule_anywhere_raises_unless_nothing_is_sharded(mesh, dp, tp):
-    """flip has no C rule and no DTensor strategy: the fallback finds no
-    placement and the op raises, naming DTensor's reason."""
+    """renorm has no C rule and no DTensor strategy (on torch 2.10 to 2.15):
+    the fallback finds no placement and the op raises, naming DTensor's
+    reason."""
     with spmd.set_current_mesh(mesh), typecheck(local=False):
         x = spmd.assert_type(torch.randn(4, 8), {dp: R, tp: S(0)})
-        with pytest.raises(SpmdTypeError, match=r"No valid sharding strategy for aten::flip on "
-                           r"axis mesh_tp: DTensor: Operator aten.flip.default does not have a "
+        with pytest.raises(SpmdTypeError, match=r"No valid sharding strategy for aten::renorm on "
+                           r"axis mesh_tp: DTensor: Operator aten.renorm.default does not have a "
                            r"sharding strategy registered"):
-            torch.flip(x, [1])
+            torch.renorm(x, 2, 0, 1.0)
         r = spmd.assert_type(torch.randn(4, 8), {dp: R, tp: R})
-        y = torch.flip(r, [1])  # nothing sharded: the local type decides
+        y = torch.renorm(r, 2, 0, 1.0)  # nothing sharded: the local type decides
         assert spmd.get_local_type(y) == {spmd.MeshAxis.of(dp): R, spmd.MeshAxis.of(tp): R}
         with spmd.local():
-            z = torch.flip(x, [1])  # local mode: checked locally
+            z = torch.renorm(x, 2, 0, 1.0)  # local mode: checked locally
         assert spmd.get_partition_spec(z) is None
-        flip = spmd.local_map(in_types=({dp: R, tp: S(0)},), out_types={dp: R, tp: S(0)})(
-            lambda t: torch.flip(t, [1]))
-        w = flip(x)  # the body runs locally, the result is stamped with its spec
+        renorm = spmd.local_map(in_types=({dp: R, tp: S(0)},), out_types={dp: R, tp: S(0)})(
+            lambda t: torch.renorm(t, 2, 0, 1.0))
+        w = renorm(x)  # the body runs locally, the result is stamped with its spec
         assert spmd.get_partition_spec(w) == PS(spmd.MeshAxis.of(tp), None)
         assert spmd.get_partition_spec(w * 2) == PS(spmd.MeshAxis.of(tp), None)
 

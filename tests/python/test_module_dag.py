@@ -17,7 +17,7 @@ PKG = os.path.dirname(cspmd.__file__)
 # __init__ (the public namespace) sits on top and may import any.
 LAYERS = [
     ["_errors", "_frames", "_lib", "_local_tensor", "_coverage", "_settings"],
-    ["_codes", "_traceback", "trace", "_graph_check", "_open_regions"],
+    ["_codes", "_traceback", "trace", "_graph_check", "_open_regions", "_handlers"],
     ["mesh", "_ndim_type", "_hook_backward"],
     ["types", "testing"],
     ["_type_ids", "checker", "collectives", "_compile_markers"],

@@ -35,7 +35,7 @@ def build():
     os.makedirs(cache, exist_ok=True)
     root = os.path.dirname(torch.__file__)
     inc = os.path.join(root, "include")
-    cmd = ["c++", "-shared", "-fPIC", "-O1", "-std=c++20" if minor >= 15 else "-std=c++17",
+    cmd = ["c++", "-shared", "-fPIC", "-O1", "-std=c++20" if minor >= 14 else "-std=c++17",
            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
            "-isystem", inc, "-isystem", os.path.join(inc, "torch", "csrc", "api", "include"),
            src, "-o", lib, "-L" + os.path.join(root, "lib"), "-ltorch", "-ltorch_cpu", "-lc10"]

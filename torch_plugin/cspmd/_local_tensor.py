@@ -27,7 +27,9 @@ def _group_index(group_name):
     from torch.distributed.distributed_c10d import _resolve_process_group
     from torch.distributed._local_tensor._c10d import _prepare_collective_groups
 
-    ranks, offsets, _ = _prepare_collective_groups(_resolve_process_group(group_name))
+    # (ranks relative to the group's first, every copy's first rank): the
+    # first two results on every torch (2.15 dropped a third).
+    ranks, offsets = _prepare_collective_groups(_resolve_process_group(group_name))[:2]
     return {offset + r: i for offset in offsets for i, r in enumerate(ranks)}
 
 

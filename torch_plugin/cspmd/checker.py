@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Literal, Optional, TypeVar, overload
 
 import torch
 
+from . import _handlers
 from ._lib import ops
 from ._open_regions import OpenRegions, run_every_step
 
@@ -355,6 +356,7 @@ def typecheck(strict_mode: Optional[Literal["permissive", "strict"]] = None,
     try:
         if first:
             ops.register_explicit()
+            _handlers.install()
             _bind_groups()
         _patch_acquire(frame)
         s.enter(frame)
