@@ -286,7 +286,9 @@ int64_t get_type(const at::Tensor &wrapped) {
 }
 
 void set_type(const at::Tensor &t, int64_t type) {
-    impl_set_type(functorch_unwrapped(t).unsafeGetTensorImpl(), to_type(type));
+    c10::TensorImpl *impl = functorch_unwrapped(t).unsafeGetTensorImpl();
+    require_checked_kind(impl);
+    impl_set_type(impl, to_type(type));
 }
 
 // ---- checker state ---------------------------------------------------------

@@ -7,15 +7,21 @@
 // the handler: the op is checked here on the handler's own operands, as the
 // key checks it on older torch, and the handler runs in place of the
 // redispatch with the key off, so what it runs inside is not checked again.
+// On older torch the key has checked the op and turned itself off before
+// the handler runs, so only what C++ hands a handler directly (a detach of
+// a saved FakeTensor) is checked here.
 #include <ATen/ScalarOps.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include "kernel/raw_dist_kernel.h"
 #include "shim.h"
 #include "shim_internal.h"
+#include "torch_compat.h"
 
 namespace py = pybind11;
 
@@ -113,16 +119,47 @@ py::object handler_call(py::object func, py::tuple args, py::dict kwargs, py::ob
         cspmd_call &c;
         ~Result() { Py_XDECREF(static_cast<PyObject *>(c.python_result)); }
     } result{call};
-    check_call(&call);
+    if (const cspmd_raw_rule_t *raw = cspmd_raw_rule_find(name.c_str()))
+        check_raw_call(&call, raw);
+    else
+        check_call(&call);
     py::object out = py::reinterpret_steal<py::object>(static_cast<PyObject *>(call.python_result));
     call.python_result = nullptr;
     return out;
 }
 
+// The classes whose handlers cspmd/_handlers.py wraps (a test keeps the
+// two lists equal).  Read by class name, without the GIL.
+const char *const kHandled[] = {"FakeTensor", "LocalTensor", "DTensor"};
+
+std::vector<std::string> handled_classes() {
+    return std::vector<std::string>(std::begin(kHandled), std::end(kHandled));
+}
+
 } // namespace
+
+void require_checked_kind(const c10::TensorImpl *impl) {
+    if (!compat::kCheckerBelowPython || !impl->key_set().has(c10::DispatchKey::Python))
+        return;
+    PyObject *obj = impl->pyobj_slot()->load_pyobj();
+    if (!obj)
+        return;
+    const char *cls = Py_TYPE(obj)->tp_name;
+    for (const char *h : kHandled)
+        if (std::strcmp(cls, h) == 0)
+            return;
+    throw_core_error(
+        CSPMD_ERR_TYPE,
+        std::string("cspmd cannot type a ") + cls + " on torch " +
+            std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
+            ": from torch 2.13 a tensor subclass's __torch_dispatch__ runs before the checker, "
+            "which sees only the ops it runs on the tensors inside it; annotate those tensors "
+            "instead (docs/limits.md, 'Other tensor subclasses')");
+}
 
 void bind_handler_call(py::module_ &m) {
     m.def("handler_call", torch::wrap_pybind_function(handler_call));
+    m.def("handled_classes", torch::wrap_pybind_function(handled_classes));
 }
 
 } // namespace cspmd

@@ -21,19 +21,21 @@ namespace {
 
 void raw_trampoline(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
                     torch::jit::Stack *stack) {
-    if (key_paused() || in_unchecked_code()) {
-        KeyOff off;
-        op.redispatchBoxed(ks.remove(compat::kCheckerKey), stack);
-        return;
-    }
     cspmd_call call{&op, ks, stack, op.schema().returns().size()};
-    const cspmd_raw_rule_t *rule = cspmd_raw_rule_find(op.operator_name().name.c_str());
-    cspmd_status_t st = rule ? cspmd_raw_kernel_run(&call, rule) : cspmd_call_redispatch(&call);
-    if (st != CSPMD_OK)
-        raise_status(st);
+    check_raw_call(&call, cspmd_raw_rule_find(op.operator_name().name.c_str()));
 }
 
 } // namespace
+
+void check_raw_call(cspmd_call *call, const cspmd_raw_rule_t *rule) {
+    if (key_paused() || in_unchecked_code()) {
+        redispatch(call);
+        return;
+    }
+    cspmd_status_t st = rule ? cspmd_raw_kernel_run(call, rule) : cspmd_call_redispatch(call);
+    if (st != CSPMD_OK)
+        raise_status(st);
+}
 
 // The c10d ops exist once torch.distributed's library has loaded, before
 // cspmd._C does (register_checker_key calls this).

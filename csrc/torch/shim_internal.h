@@ -93,6 +93,9 @@ void register_raw_dist_ops();
 // from a Python handler): the kernel checks, runs and types it, or the op
 // just runs where checking is paused; raises what the kernel reports.
 void check_call(cspmd_call *call);
+// The same for a raw torch.distributed collective, under its rule (none:
+// the op runs unchecked).
+void check_raw_call(cspmd_call *call, const struct cspmd_raw_rule *rule);
 // Run the call's op the rest of the way with the key off: the kernels
 // below cspmd's key, or its Python handler (run_python_handler).
 void redispatch(cspmd_call *call);
@@ -141,6 +144,10 @@ inline void check(cspmd_status_t st) {
 
 // Bind the rows of CSPMD_PY_CALL_LIST on cspmd._C (core_calls.cpp).
 void bind_core_calls(pybind11::module_ &m);
+// Throw a TypeError for a tensor the checker cannot see whole: from torch
+// 2.13 (key below Python) a tensor subclass whose handler cspmd does not
+// wrap (python_handlers.cpp).
+void require_checked_kind(const c10::TensorImpl *impl);
 // Bind handler_call, the check of an op at a Python handler
 // (python_handlers.cpp), on cspmd._C.
 void bind_handler_call(pybind11::module_ &m);

@@ -298,6 +298,12 @@ def _bind_and_check(rule, name, overload):
     return _check_row(_row(rule), overload, schema)
 
 
+# Ops the rule table covers that first exist in torch 2.N (the minor): on an
+# older torch their rows match nothing.
+NEWER_OPS = {"aten::_upsample_lanczos2d_aa": 15, "aten::_upsample_lanczos2d_aa_backward": 15}
+MINOR = int(torch.__version__.split(".")[1])
+
+
 def test_every_rule_names_a_real_op_and_real_arguments():
     registered = _registered_ops()
     problems = []
@@ -308,6 +314,8 @@ def test_every_rule_names_a_real_op_and_real_arguments():
         if name.endswith("*"):
             if not any(k.startswith(name[:-1]) for k in registered):
                 problems.append(f"{name}: no op has this prefix")
+            continue
+        if name not in registered and MINOR < NEWER_OPS.get(name, 0):
             continue
         if name not in registered:
             problems.append(f"{name}: no such op in torch {torch.__version__}")

@@ -61,11 +61,20 @@ def is_library_file(filename):
 
 def user_frame(frame=None):
     """The innermost frame outside the library, starting at ``frame``
-    (default: the caller's); None when the whole stack is the library's."""
+    (default: the caller's), and outside any ``__torch_dispatch__``: an op
+    that a tensor subclass or dispatch mode forwards (where the checker sits
+    below the Python key, torch 2.13+) is the op its caller ran.  None when
+    the whole stack is the library's."""
     f = sys._getframe(0).f_back if frame is None else frame
-    while f is not None and is_library_file(f.f_code.co_filename):
+    first = outside = None
+    while f is not None:
+        if f.f_code.co_name == "__torch_dispatch__":
+            outside = None  # what ran inside a handler is not the op's site
+        elif not is_library_file(f.f_code.co_filename):
+            first = first or f
+            outside = outside or f
         f = f.f_back
-    return f
+    return outside or first
 
 
 def user_site(frame=None):

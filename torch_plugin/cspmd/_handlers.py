@@ -4,12 +4,15 @@ From torch 2.13 cspmd's dispatch key sits below the Python key, so an op on
 a DTensor, a FakeTensor or a LocalTensor, or under FakeTensorMode or
 LocalTensorMode, reaches that handler (``__torch_dispatch__``) before the
 checker, which would then see only the ops the handler runs inside (each
-rank's op under LocalTensorMode, FakeTensorMode's own bookkeeping).  On
-those torches the first ``typecheck()`` wraps these handlers: the op is
-checked on the handler's own operands by the same kernel
-(``cspmd._C.handler_call``), and the handler runs with the key off.  Other
-handlers (user tensor subclasses, pass-through modes such as
-CommDebugMode) are not wrapped: the checker sees the ops they run.
+rank's op under LocalTensorMode, FakeTensorMode's own bookkeeping).  The
+first ``typecheck()`` wraps these handlers: the op is checked on the
+handler's own operands by the same kernel (``cspmd._C.handler_call``), and
+the handler runs with the key off.  On torch 2.10-2.12, where the key sees
+the op first and is off while the handler runs, the wrapper checks only
+what C++ hands a handler directly, which no key sees: the ``detach`` that
+autograd makes of a FakeTensor it saves for backward, say.  Other handlers
+(user tensor subclasses, pass-through modes such as CommDebugMode) are not
+wrapped: the checker sees the ops they run.
 """
 
 import functools
@@ -51,9 +54,9 @@ def _checked(original):
 
 
 def install():
-    """Wrap the handlers, once, on a torch whose key is below Python."""
+    """Wrap the handlers, once."""
     global _installed
-    if _installed or not _lib.ops.checker_below_python():
+    if _installed:
         return
     for cls, is_classmethod in _handlers():
         attr = cls.__dict__["__torch_dispatch__"]

@@ -111,6 +111,14 @@ def _local_type_of(mesh, placements, grad_placements):
 _saved = {}
 
 
+def _in_to_local_backward():
+    """In torch's backward of to_local, which from torch 2.15 wraps the
+    gradient with from_local (before, with the DTensor constructor): the
+    gradient's type is the checker's, not an annotation of the user's."""
+    node = torch._C._current_autograd_node()
+    return node is not None and node.name() == "_ToTorchTensorBackward"
+
+
 def _hook_on():
     if not torch.distributed.is_available() or "to" in _saved:  # already on
         return
@@ -134,7 +142,7 @@ def _hook_on():
     def from_local(t, mesh, placements, *rest):
         # _FromTorchTensor.apply(input, mesh, placements, run_check, shape, stride,
         #                        grad_placements)
-        if not is_type_checking():
+        if not is_type_checking() or _in_to_local_backward():
             return orig_from(t, mesh, placements, *rest)
         grad_placements = rest[3] if len(rest) > 3 else None
         assert_type(t, _local_type_of(mesh, placements, grad_placements))
