@@ -181,10 +181,6 @@ int register_key_ops() {
     return n;
 }
 
-} // namespace cspmd
-
-namespace cspmd {
-
 // What already sits on the key, or "": cspmd's kernel would not be reached
 // (ops with their own kernel there) or could not be registered (a fallback).
 static std::string key_owner() {

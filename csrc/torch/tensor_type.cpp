@@ -171,6 +171,11 @@ void cspmd_tensor_sizes(const cspmd_tensor_t *t, int64_t *sizes, int64_t n) {
     }
 }
 
+// -Wswitch-enum is for cspmd's enums: torch's ScalarType grows with each
+// minor (torch 2.15 added Int1..Int7, BComplex32, ...), and `default` names
+// them all.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wswitch-enum"
 const char *cspmd_tensor_dtype_abbrev(const cspmd_tensor_t *t) {
     switch (reinterpret_cast<const c10::TensorImpl *>(t)->dtype().toScalarType()) {
     case c10::ScalarType::Float: return "f32";
@@ -188,5 +193,6 @@ const char *cspmd_tensor_dtype_abbrev(const cspmd_tensor_t *t) {
     default: return "?";
     }
 }
+#pragma GCC diagnostic pop
 
 } // extern "C"

@@ -221,3 +221,15 @@ def test_wheel_installs_and_runs_the_quick_start(wheel, fresh_venv):
     tree = subprocess.run([sys.executable, quickstart], capture_output=True, text=True,
                           cwd=here, check=True)
     assert run.stdout == tree.stdout and run.stdout.strip()
+
+
+def test_install_doc_lists_a_run_on_every_supported_minor():
+    """docs/install.md's table: each minor from 2.10 to 2.15 with the torch
+    release it was run on and its pytest counts (nothing failed)."""
+    with open(os.path.join(ROOT, "docs", "install.md")) as f:
+        rows = re.findall(r"^\| (2\.\d+) \| (2\.\d+\.\d+) \| (C\+\+\d+) \| (\d+) passed"
+                          r"(?:, (\d+) failed)?", f.read(), re.M)
+    assert [r[0] for r in rows] == [f"2.{m}" for m in range(10, 16)]
+    for minor, release, std, passed, failed in rows:
+        assert release.startswith(minor + ".") and int(passed) > 2500 and not failed
+        assert std == ("C++20" if int(minor.split(".")[1]) >= 14 else "C++17")

@@ -48,6 +48,9 @@ WRAPS = {
 @pytest.mark.parametrize("wrap", WRAPS, ids=list(WRAPS))
 @pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16_autocast"])
 def test_checkpoint_and_autocast_match_unchecked(wrap, autocast, mesh, dp, tp):
+    if wrap == "checkpoint_reentrant" and autocast and torch.__version__.startswith("2.10."):
+        pytest.skip("torch 2.10's reentrant checkpoint under CPU autocast gives a closure's "
+                    "weights no gradient, with or without cspmd (fixed in 2.11)")
     w1, w2, x = params(dp, tp)
     results = []
     for checking in (False, True):
