@@ -27,12 +27,21 @@ namespace py = pybind11;
 
 namespace cspmd {
 
+namespace {
+// The handler returned NotImplemented (LocalTensorMode does for a tensor
+// subclass it does not know): torch then asks the next handler, and so
+// does handler_call, with nothing typed.
+struct HandlerDeclined {};
+} // namespace
+
 void run_python_handler(cspmd_call *call) {
     py::gil_scoped_acquire gil;
     KeyOff off;
     const auto &schema = call->op->schema();
     torch::jit::drop(*call->stack, schema.arguments().size());
     py::object r = py::reinterpret_borrow<py::object>(static_cast<PyObject *>(call->python_run))();
+    if (r.ptr() == Py_NotImplemented)
+        throw HandlerDeclined{};
     const auto &rets = schema.returns();
     if (rets.size() == 1) {
         call->stack->push_back(torch::jit::toIValue(r, rets[0].type()));
@@ -119,10 +128,14 @@ py::object handler_call(py::object func, py::tuple args, py::dict kwargs, py::ob
         cspmd_call &c;
         ~Result() { Py_XDECREF(static_cast<PyObject *>(c.python_result)); }
     } result{call};
-    if (const cspmd_raw_rule_t *raw = cspmd_raw_rule_find(name.c_str()))
-        check_raw_call(&call, raw);
-    else
-        check_call(&call);
+    try {
+        if (const cspmd_raw_rule_t *raw = cspmd_raw_rule_find(name.c_str()))
+            check_raw_call(&call, raw);
+        else
+            check_call(&call);
+    } catch (const HandlerDeclined &) {
+        return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+    }
     py::object out = py::reinterpret_steal<py::object>(static_cast<PyObject *>(call.python_result));
     call.python_result = nullptr;
     return out;

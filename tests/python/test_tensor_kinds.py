@@ -91,3 +91,34 @@ def test_other_subclass_is_checked_where_the_key_sits(mesh):
             with pytest.raises(spmd.SpmdTypeError, match="non-linear"):
                 torch.relu(t)
             t * 2  # linear: fine either way
+
+
+def test_a_handler_that_declines_passes_the_op_on(mesh):
+    """LocalTensorMode returns NotImplemented for a tensor subclass it does
+    not know; the check at its handler hands that back, and torch asks the
+    next handler (here the subclass's own), as without cspmd."""
+    from torch.distributed._local_tensor import LocalTensorMode
+
+    class Declining(torch.Tensor):
+        @staticmethod
+        def __new__(cls, elem):
+            return torch.Tensor._make_wrapper_subclass(cls, elem.shape, dtype=elem.dtype)
+
+        def __init__(self, elem):
+            self.elem = elem
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return args[0].elem + 1
+
+    def run():
+        with LocalTensorMode(8):
+            return torch.add(Declining(torch.ones(2)), 1)
+
+    seen = []
+    plain = run()
+    with spmd.set_current_mesh(mesh), spmd.checker.typecheck():
+        checked = run()
+    assert seen == [torch.ops.aten.add.Tensor] * 2
+    assert type(checked) is type(plain) and str(checked) == str(plain)
