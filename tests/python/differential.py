@@ -490,7 +490,7 @@ EXPLAINED_GLOBAL = {
         _typed(a.result) and b.result in ("SpmdTypeError", "DTensorPropagationError")
         and ((st.kind == "op" and st.name in ("reshape", "bmm", "cat", "stack", "chunk"))
              or "reshape" in b.error or "Reshaping" in b.error)),
-    # torch 2.15's DTensor gives a strided shard inside an op, which the
+    # torch 2.12+'s DTensor gives a strided shard inside an op, which the
     # reference refuses; cspmd's rules refuse the op for their own reason
     "reference-strided-shard": lambda st, a, b, prior: (
         _err(a.result) and b.result == "DTensorPropagationError"

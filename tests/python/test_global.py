@@ -249,9 +249,9 @@ REFERENCE_DIFFERS = {
 
 # DTensor's own propagation, which the reference's global mode runs, carries
 # a shard merged behind other dims as a _StridedShard placement from torch
-# 2.15: F.linear's fold of the sequence then propagates (as cspmd's does),
+# 2.12: F.linear's fold of the sequence then propagates (as cspmd's does),
 # and the reference refuses the strided placement of an explicit view.
-if int(torch.__version__.split(".")[1]) >= 15:
+if int(torch.__version__.split(".")[1]) >= 12:
     del REFERENCE_DIFFERS["linear_sequence_shard"]
     REFERENCE_DIFFERS["view_merge_inner"] = ("err", "DTensorPropagationError",
                                              "_StridedShard placement for view")

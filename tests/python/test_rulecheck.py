@@ -84,10 +84,26 @@ def verdict(lib, check, name, **kw):
     return ["ok", len(report.checked), len(report.rejected)]
 
 
+_REFERENCE_BROKEN = []
+
+
 def _libs():
     ref = reference.load()
     reference.load("spmd_types.rules")
-    return (spmd, rulecheck), (ref, reference.load("spmd_types.rulecheck"))
+    libs = (spmd, rulecheck), (ref, reference.load("spmd_types.rulecheck"))
+    if not _REFERENCE_BROKEN:
+        # The reference seeds its test data with torch.func's random ops,
+        # which torch 2.12 cannot run on CPU (aten::_philox_normal_ has no
+        # CPU kernel there): nothing to compare with on that torch.
+        try:
+            verdict(*libs[1], "row_sum")
+            _REFERENCE_BROKEN.append("")
+        except NotImplementedError as e:
+            _REFERENCE_BROKEN.append(str(e).splitlines()[0])
+    if _REFERENCE_BROKEN[0]:
+        pytest.skip(f"spmd_types {reference.VERSION}'s rulecheck cannot run on torch "
+                    f"{torch.__version__}: {_REFERENCE_BROKEN[0]}")
+    return libs
 
 
 PLAIN = ["row_sum", "matmul", "transpose", "scale_linear", "cumsum_as_elementwise",
@@ -119,6 +135,7 @@ def test_local_tensor_mode_as_reference():
         "                      for lib, check in t._libs()]\n"
         "                  for n in ('linear_all_reduce', 'linear_missing_all_reduce')}))\n"
     ) % HERE
+    _libs()  # skips where the reference cannot run
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr
