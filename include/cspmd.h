@@ -1173,16 +1173,32 @@ typedef struct cspmd_raw_rule {
     int src, dst;
     cspmd_raw_effect_t effect;
     int out_is_list; /* outputs named "tensor_list[i]" in messages */
+    int reduces;     /* takes a reduce op (its argument "reduce_op")  */
 } cspmd_raw_rule_t;
 
 CSPMD_API int cspmd_raw_rule_count(void);
 CSPMD_API const cspmd_raw_rule_t *cspmd_raw_rule(int i);
 /* The rule of an op name ("c10d::allreduce_"), NULL if none. */
 CSPMD_API const cspmd_raw_rule_t *cspmd_raw_rule_find(const char *name);
+/* 1 if the op takes the raw kernel on the checker's key: it has a raw
+ * rule, or it is an op of torch.distributed's namespaces (c10d::,
+ * _c10d_functional::, c10d_functional::, _c10d_functional_autograd::) that
+ * the op table does not type either -- a collective cspmd cannot type. */
+CSPMD_API int cspmd_raw_op_is_raw(const char *name);
+/* The error for a raw op cspmd does not type (an UNSUPPORTED rule, or an
+ * op with none); always returns CSPMD_ERR_SPMD_TYPE. */
+CSPMD_API cspmd_status_t cspmd_raw_refuse(const char *name);
 /* Check one input tensor's type on the group's axis (strictness from the
- * thread), and give the type it has afterwards (*out). */
-CSPMD_API cspmd_status_t cspmd_raw_check_input(const cspmd_raw_rule_t *r, cspmd_axis_t axis,
-                                               cspmd_type_t in, cspmd_type_t *out);
+ * thread), and give the type it has afterwards (*out).  reduce_op: the
+ * reduction's name as torch spells it ("sum", "MAX", ...; case ignored),
+ * read for rules that reduce: a sum takes P, or V taken as summands (never
+ * R or I, counted world-size times); avg takes P (the sum scaled) or values
+ * (V, R, I); product, min, max, band, bor and bxor take values only, never
+ * P.  The result is R (all_reduce) or V
+ * (reduce_scatter) whatever the reduction. */
+CSPMD_API cspmd_status_t cspmd_raw_check_input(const cspmd_raw_rule_t *r, const char *reduce_op,
+                                               cspmd_axis_t axis, cspmd_type_t in,
+                                               cspmd_type_t *out);
 /* Check a pre-annotated output tensor (list_index >= 0 for list outputs). */
 CSPMD_API cspmd_status_t cspmd_raw_check_output(const cspmd_raw_rule_t *r, cspmd_axis_t axis,
                                                 cspmd_type_t out_type, int list_index);

@@ -174,6 +174,8 @@ static const rule_row_t rules[] = {
     LIN("aten::_fw_primal", "*", "self"),
     LIN("_c10d_functional::wait_tensor", "*", "tensor"),
     LIN("c10d_functional::wait_tensor", "*", "self"),
+    /* funcol's wrap of a collective's result (an identity, autograd-aware). */
+    LIN("_c10d_functional::_wrap_tensor_autograd", "*", "input"),
     /* copy_(self, src): the new type is src's alone. */
     SRC("aten::copy_", "*", "src"),
     SRC("aten::copy", "*", "src"),

@@ -3,9 +3,12 @@
  *
  * The group's mesh axis comes from the core's group registry (the Python
  * front binds each group it sees).  The input must have the rule's src type
- * on that axis; pre-annotated outputs must have its dst type; in-place
- * reductions retype their input (no mutation check: the collective defines the new type) and
- * functional ones type their result.  Checked before the collective runs.
+ * on that axis (for a reduction, the type its reduce op takes); pre-annotated
+ * outputs must have its dst type; in-place reductions retype their input
+ * (no mutation check: the collective defines the new type) and functional
+ * ones type their results, result i from input i.  Checked before the
+ * collective runs.  An op of torch.distributed's namespaces with no rule is
+ * refused on typed tensors.
  */
 #include <stdio.h>
 
@@ -13,10 +16,11 @@
 #include "kernel_internal.h"
 #include "raw_dist_kernel.h"
 
-static cspmd_status_t run_typed(cspmd_call_t *call, const cspmd_raw_rule_t *r,
-                                cspmd_args_t *argsp, cspmd_args_t *results)
+static cspmd_status_t run_typed(cspmd_call_t *call, const char *name,
+                                const cspmd_raw_rule_t *r, cspmd_args_t *argsp,
+                                cspmd_args_t *results)
 {
-    char group[160];
+    char group[160], reduce_buf[32];
     cspmd_axis_t axis = CSPMD_AXIS_TRIVIAL;
     cspmd_status_t st = cspmd_call_args(call, argsp);
     if (st != CSPMD_OK)
@@ -30,6 +34,11 @@ static cspmd_status_t run_typed(cspmd_call_t *call, const cspmd_raw_rule_t *r,
         typed |= args.tensors[i].type != CSPMD_TYPE_UNTYPED;
     if (!typed)
         return cspmd_call_redispatch(call);
+    if (r == NULL || r->effect == CSPMD_RAW_UNSUPPORTED)
+        return cspmdk_with_context(cspmd_raw_refuse(name), call, &args);
+    const char *reduce_op = NULL;
+    if (r->reduces && cspmd_call_reduce_op(call, reduce_buf, sizeof reduce_buf))
+        reduce_op = reduce_buf;
     if (!cspmd_call_group_name(call, group, sizeof group) || !cspmd_group_axis(group, &axis)) {
         if (!cspmd_checker_strict())
             return cspmd_call_redispatch(call);
@@ -42,17 +51,14 @@ static cspmd_status_t run_typed(cspmd_call_t *call, const cspmd_raw_rule_t *r,
             call, &args);
     }
 
-    cspmd_type_t first_after = CSPMD_TYPE_UNTYPED;
-    int nin = 0, nout = 0;
+    int nout = 0;
     for (int i = 0; i < args.ntensors; i++) {
         const cspmd_tensor_ref_t *t = &args.tensors[i];
         if (t->arg == r->in_arg) {
             cspmd_type_t after;
-            st = cspmd_raw_check_input(r, axis, t->type, &after);
+            st = cspmd_raw_check_input(r, reduce_op, axis, t->type, &after);
             if (st != CSPMD_OK)
                 return cspmdk_with_context(st, call, &args);
-            if (nin++ == 0)
-                first_after = after;
         } else if (t->arg == r->out_arg) {
             st = cspmd_raw_check_output(r, axis, t->type, r->out_is_list ? nout : -1);
             nout++;
@@ -64,45 +70,40 @@ static cspmd_status_t run_typed(cspmd_call_t *call, const cspmd_raw_rule_t *r,
     st = cspmd_call_redispatch(call);
     if (st != CSPMD_OK)
         return st;
-    if (r->effect == CSPMD_RAW_SET_INPUT) {
-        /* Every input passed the check above; the rule is a pure function,
-         * so asking again gives the type each one has now (no per-tensor
-         * table to size). */
-        for (int i = 0; i < args.ntensors; i++) {
-            cspmd_type_t after;
-            if (args.tensors[i].arg == r->in_arg &&
-                cspmd_raw_check_input(r, axis, args.tensors[i].type, &after) == CSPMD_OK &&
-                after != args.tensors[i].type)
-                (void)cspmd_tensor_set_type(args.tensors[i].tensor, after);
-        }
-    }
-    if (r->effect == CSPMD_RAW_SET_RESULT || r->effect == CSPMD_RAW_SET_INPUT) {
-        st = cspmd_call_results(call, results);
-        if (st != CSPMD_OK)
-            return st;
-        for (int i = 0; i < results->ntensors; i++)
-            (void)cspmd_tensor_set_type(results->tensors[i].tensor, first_after);
+    if (r->effect != CSPMD_RAW_SET_INPUT && r->effect != CSPMD_RAW_SET_RESULT)
+        return CSPMD_OK;
+    st = cspmd_call_results(call, results);
+    if (st != CSPMD_OK)
+        return st;
+    /* Every input passed the check above; the rule is a pure function, so
+     * asking again gives the type each one has now (no per-tensor table to
+     * size).  Input k retyped in place, and result k (the functional ops
+     * return one per input, in order; the in-place ones return their
+     * inputs) typed as it. */
+    int k = 0;
+    for (int i = 0; i < args.ntensors; i++) {
+        cspmd_type_t after;
+        if (args.tensors[i].arg != r->in_arg ||
+            cspmd_raw_check_input(r, reduce_op, axis, args.tensors[i].type, &after) != CSPMD_OK)
+            continue;
+        if (r->effect == CSPMD_RAW_SET_INPUT && after != args.tensors[i].type)
+            (void)cspmd_tensor_set_type(args.tensors[i].tensor, after);
+        if (k < results->ntensors)
+            (void)cspmd_tensor_set_type(results->tensors[k].tensor, after);
+        k++;
     }
     return CSPMD_OK;
 }
 
-cspmd_status_t cspmd_raw_kernel_run(cspmd_call_t *call, const cspmd_raw_rule_t *r)
+cspmd_status_t cspmd_raw_kernel_run(cspmd_call_t *call, const char *name)
 {
-    if (r->effect == CSPMD_RAW_PASS)
+    const cspmd_raw_rule_t *r = cspmd_raw_rule_find(name);
+    if (r != NULL && r->effect == CSPMD_RAW_PASS)
         return cspmd_call_redispatch(call);
     cspmd_args_t args, results;
     args.tensors = args.inline_refs;
     results.tensors = results.inline_refs;
-    cspmd_status_t st;
-    if (r->effect == CSPMD_RAW_UNSUPPORTED) {
-        cspmd_type_t unused;
-        st = cspmd_call_args(call, &args);
-        if (st == CSPMD_OK)
-            st = cspmdk_with_context(cspmd_raw_check_input(r, CSPMD_AXIS_TRIVIAL, 0, &unused),
-                                     call, &args);
-    } else {
-        st = run_typed(call, r, &args, &results);
-    }
+    cspmd_status_t st = run_typed(call, name, r, &args, &results);
     cspmd_args_release(&args);
     cspmd_args_release(&results);
     return st;

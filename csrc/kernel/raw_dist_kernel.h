@@ -12,8 +12,9 @@ extern "C" {
 #endif
 
 /* Check the call's input (and pre-annotated outputs) on the group's axis,
- * run it with the key off, and type what the rule says. */
-cspmd_status_t cspmd_raw_kernel_run(cspmd_call_t *call, const cspmd_raw_rule_t *rule);
+ * run it with the key off, and type what the rule of the op `name` says
+ * (refused on typed tensors where there is none: cspmd_raw_op_is_raw). */
+cspmd_status_t cspmd_raw_kernel_run(cspmd_call_t *call, const char *name);
 
 #ifdef __cplusplus
 }

@@ -129,8 +129,8 @@ py::object handler_call(py::object func, py::tuple args, py::dict kwargs, py::ob
         ~Result() { Py_XDECREF(static_cast<PyObject *>(c.python_result)); }
     } result{call};
     try {
-        if (const cspmd_raw_rule_t *raw = cspmd_raw_rule_find(name.c_str()))
-            check_raw_call(&call, raw);
+        if (cspmd_raw_op_is_raw(name.c_str()))
+            check_raw_call(&call, name.c_str());
         else
             check_call(&call);
     } catch (const HandlerDeclined &) {

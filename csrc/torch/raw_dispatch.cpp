@@ -1,15 +1,17 @@
-// Raw torch.distributed collectives inside a checked region:
-// c10d's ops and the _c10d_functional ops get their own kernel on cspmd's
-// key (csrc/kernel/raw_dist_kernel.c), which every op reaches whatever its
+// Raw torch.distributed collectives inside a checked region: every op of
+// torch.distributed's namespaces that the core sends to the raw kernel
+// (cspmd_raw_op_is_raw) gets its own kernel on cspmd's key
+// (csrc/kernel/raw_dist_kernel.c), which every op reaches whatever its
 // backend (see dispatch.cpp).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/library.h>
 
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
-#include <vector>
 
 #include "kernel/raw_dist_kernel.h"
 #include "shim.h"
@@ -22,37 +24,56 @@ namespace {
 void raw_trampoline(const c10::OperatorHandle &op, c10::DispatchKeySet ks,
                     torch::jit::Stack *stack) {
     cspmd_call call{&op, ks, stack, op.schema().returns().size()};
-    check_raw_call(&call, cspmd_raw_rule_find(op.operator_name().name.c_str()));
+    check_raw_call(&call, op.operator_name().name.c_str());
+}
+
+// c10d's ReduceOp as the core spells reductions.
+const char *reduce_op_name(c10d::ReduceOp::RedOpType op) {
+    switch (op) {
+    case c10d::ReduceOp::SUM: return "sum";
+    case c10d::ReduceOp::AVG: return "avg";
+    case c10d::ReduceOp::PRODUCT: return "product";
+    case c10d::ReduceOp::MIN: return "min";
+    case c10d::ReduceOp::MAX: return "max";
+    case c10d::ReduceOp::BAND: return "band";
+    case c10d::ReduceOp::BOR: return "bor";
+    case c10d::ReduceOp::BXOR: return "bxor";
+    case c10d::ReduceOp::PREMUL_SUM: return "premul_sum";
+    case c10d::ReduceOp::UNUSED: return "unused";
+    }
+    return "unknown";
 }
 
 } // namespace
 
-void check_raw_call(cspmd_call *call, const cspmd_raw_rule_t *rule) {
+void check_raw_call(cspmd_call *call, const char *name) {
     if (key_paused() || in_unchecked_code()) {
         redispatch(call);
         return;
     }
-    cspmd_status_t st = rule ? cspmd_raw_kernel_run(call, rule) : cspmd_call_redispatch(call);
+    cspmd_status_t st = cspmd_raw_kernel_run(call, name);
     if (st != CSPMD_OK)
         raise_status(st);
 }
 
 // The c10d ops exist once torch.distributed's library has loaded, before
-// cspmd._C does (register_checker_key calls this).
+// cspmd._C does (register_checker_key calls this).  Every overload of an
+// op the core sends to the raw kernel gets it, one library per namespace.
 void register_raw_dist_ops() {
-    static std::vector<std::unique_ptr<torch::Library>> libs;
-    auto &d = c10::Dispatcher::singleton();
-    for (int i = 0; i < cspmd_raw_rule_count(); i++) {
-        std::string full = cspmd_raw_rule(i)->name;
-        auto pos = full.find("::");
-        auto op = d.findOp(c10::OperatorName(full, ""));
-        if (!op)
+    static std::map<std::string, std::unique_ptr<torch::Library>> libs;
+    static std::set<std::string> done;
+    for (const c10::OperatorName &op : c10::Dispatcher::singleton().getAllOpNames()) {
+        const std::string &full = op.name;
+        if (!cspmd_raw_op_is_raw(full.c_str()) || !done.insert(full).second)
             continue;
-        libs.push_back(std::make_unique<torch::Library>(
-            torch::Library::IMPL, full.substr(0, pos), compat::kCheckerKey, __FILE__,
-            static_cast<uint32_t>(__LINE__)));
-        libs.back()->impl(full.substr(pos + 2).c_str(),
-                          torch::CppFunction::makeFromBoxedFunction<&raw_trampoline>());
+        auto pos = full.find("::");
+        std::string ns = full.substr(0, pos);
+        auto &lib = libs[ns];
+        if (!lib)
+            lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, compat::kCheckerKey,
+                                                   __FILE__, static_cast<uint32_t>(__LINE__));
+        lib->impl(full.substr(pos + 2).c_str(),
+                  torch::CppFunction::makeFromBoxedFunction<&raw_trampoline>());
     }
 }
 
@@ -65,15 +86,44 @@ extern "C" int cspmd_call_group_name(const cspmd_call_t *call, char *buf, size_t
         const c10::IValue *first = &*(call->stack->end() - static_cast<ptrdiff_t>(n));
         for (size_t i = 0; i < n; i++) {
             const c10::IValue &v = first[i];
-            if (v.isString() && args[i].name() == "group_name") {
+            const std::string &arg = args[i].name();
+            if (v.isString() && arg == "group_name") {
                 std::snprintf(buf, len, "%s", v.toStringRef().c_str());
                 return 1;
             }
-            if (v.isCustomClass() && args[i].name() == "process_group") {
+            // A ProcessGroup, from torch 2.15 also where the schema says
+            // group_name (typed Any).
+            if (v.isCustomClass() && (arg == "process_group" || arg == "group_name")) {
                 auto pg = v.toCustomClass<c10d::ProcessGroup>();
                 std::snprintf(buf, len, "%s", pg->getGroupName().c_str());
                 return 1;
             }
+        }
+    } catch (...) {
+    }
+    if (len)
+        buf[0] = '\0';
+    return 0;
+}
+
+extern "C" int cspmd_call_reduce_op(const cspmd_call_t *call, char *buf, size_t len) {
+    try {
+        const auto &args = call->op->schema().arguments();
+        size_t n = args.size();
+        const c10::IValue *first = &*(call->stack->end() - static_cast<ptrdiff_t>(n));
+        for (size_t i = 0; i < n; i++) {
+            const std::string &arg = args[i].name();
+            if (arg != "reduce_op" && arg != "reduceOp")
+                continue;
+            const c10::IValue &v = first[i];
+            if (v.isString())
+                std::snprintf(buf, len, "%s", v.toStringRef().c_str());
+            else if (v.isCustomClass())
+                std::snprintf(buf, len, "%s",
+                              cspmd::reduce_op_name(v.toCustomClass<c10d::ReduceOp>()->op_));
+            else
+                break;
+            return 1;
         }
     } catch (...) {
     }

@@ -96,6 +96,10 @@ cspmd_status_t cspmd_call_results(const cspmd_call_t *call, cspmd_args_t *result
 /* The c10d group of the call (a `group_name` string or a ProcessGroup
  * argument) into buf; returns 1, or 0 if the op names no group. */
 int cspmd_call_group_name(const cspmd_call_t *call, char *buf, size_t len);
+/* The call's reduce op (its `reduce_op` or `reduceOp` argument: a string,
+ * or c10d's ReduceOp, written as its lower-case name) into buf; returns 1,
+ * or 0 if the op takes none or it cannot be read. */
+int cspmd_call_reduce_op(const cspmd_call_t *call, char *buf, size_t len);
 
 /* The schema's argument count, and whether argument i is a Tensor,
  * Tensor?, Tensor[] or Tensor?[] (0 if out of range): the op rules bind

@@ -93,9 +93,9 @@ void register_raw_dist_ops();
 // from a Python handler): the kernel checks, runs and types it, or the op
 // just runs where checking is paused; raises what the kernel reports.
 void check_call(cspmd_call *call);
-// The same for a raw torch.distributed collective, under its rule (none:
-// the op runs unchecked).
-void check_raw_call(cspmd_call *call, const struct cspmd_raw_rule *rule);
+// The same for an op of torch.distributed (cspmd_raw_op_is_raw), under its
+// raw rule.
+void check_raw_call(cspmd_call *call, const char *name);
 // Run the call's op the rest of the way with the key off: the kernels
 // below cspmd's key, or its Python handler (run_python_handler).
 void redispatch(cspmd_call *call);

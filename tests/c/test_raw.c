@@ -98,29 +98,30 @@ START_TEST(test_all_reduce_input)
 {
     const cspmd_raw_rule_t *r = cspmd_raw_rule_find("c10d::allreduce_");
     cspmd_type_t out = 0;
-    ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, LP), &out), CSPMD_OK);
+    ck_assert_int_eq(cspmd_raw_check_input(r, "sum", TP, ty(LR, LP), &out), CSPMD_OK);
     ck_assert_uint_eq(out, ty(LR, LR)); /* P -> R on the group's axis only */
-    ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, LV), &out), CSPMD_ERR_SPMD_TYPE);
-    ck_assert_str_eq(cspmd_last_error(), "all_reduce: expected input type P on axis tp, got V");
-    ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, LR), &out), CSPMD_ERR_SPMD_TYPE);
+    /* V: each rank's value taken as a summand, as all_reduce(src=P) does. */
+    ck_assert_int_eq(cspmd_raw_check_input(r, "sum", TP, ty(LR, LV), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LR, LR));
+    ck_assert_int_eq(cspmd_raw_check_input(r, "sum", TP, ty(LR, LR), &out), CSPMD_ERR_SPMD_TYPE);
     ck_assert_str_eq(cspmd_last_error(), "all_reduce: expected input type "
                                          "P on axis tp, got "
                                          "R");
-    ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, NONE), &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_raw_check_input(r, "sum", TP, ty(LR, NONE), &out), CSPMD_ERR_SPMD_TYPE);
     ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "all_reduce: tensor has no type for axis tp"));
     ck_assert_ptr_null(strstr(cspmd_last_error(), "no type at all")); /* typed, on other axes */
-    ck_assert_int_eq(cspmd_raw_check_input(r, TP, CSPMD_TYPE_UNTYPED, &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_raw_check_input(r, "sum", TP, CSPMD_TYPE_UNTYPED, &out), CSPMD_ERR_SPMD_TYPE);
     ck_assert_ptr_nonnull(strstr(cspmd_last_error(),
                                  ". It has no type at all: annotate it with assert_type()."));
     cspmd_checker_set(1, 0); /* permissive: the P -> R write still happens on typed inputs */
-    ck_assert_int_eq(cspmd_raw_check_input(r, TP, ty(LR, NONE), &out), CSPMD_OK);
+    ck_assert_int_eq(cspmd_raw_check_input(r, "sum", TP, ty(LR, NONE), &out), CSPMD_OK);
     ck_assert_uint_eq(out, ty(LR, LR));
-    ck_assert_int_eq(cspmd_raw_check_input(r, TP, CSPMD_TYPE_UNTYPED, &out), CSPMD_OK);
+    ck_assert_int_eq(cspmd_raw_check_input(r, "sum", TP, CSPMD_TYPE_UNTYPED, &out), CSPMD_OK);
     ck_assert_uint_eq(out, CSPMD_TYPE_UNTYPED);
     /* ... unless the input's type has an axis overlapping the group's: R on
      * the world axis next to P on dp would break orthogonality. */
     cspmd_axis_t world = h_axis(8, 1);
-    ck_assert_int_eq(cspmd_raw_check_input(r, world, ty(LP, NONE), &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_raw_check_input(r, "sum", world, ty(LP, NONE), &out), CSPMD_ERR_SPMD_TYPE);
     ck_assert_uint_eq(out, ty(LP, NONE)); /* unchanged */
     ck_assert_str_eq(cspmd_last_error(),
                      "all_reduce: the tensor has no type for axis {dp,tp} (permissive mode), so "
@@ -135,7 +136,7 @@ START_TEST(test_outputs_and_unsupported)
 {
     const cspmd_raw_rule_t *g = cspmd_raw_rule_find("c10d::_allgather_base_");
     cspmd_type_t out = 0;
-    ck_assert_int_eq(cspmd_raw_check_input(g, TP, ty(LR, LV), &out), CSPMD_OK);
+    ck_assert_int_eq(cspmd_raw_check_input(g, NULL, TP, ty(LR, LV), &out), CSPMD_OK);
     ck_assert_uint_eq(out, ty(LR, LV)); /* checks only: nothing is set */
     ck_assert_int_eq(cspmd_raw_check_output(g, TP, ty(LR, LR), -1), CSPMD_OK);
     ck_assert_int_eq(cspmd_raw_check_output(g, TP, ty(LR, LI), -1), CSPMD_OK);
@@ -153,14 +154,92 @@ START_TEST(test_outputs_and_unsupported)
     ck_assert_int_eq(cspmd_raw_check_output(rs, TP, ty(LR, LV), -1), CSPMD_OK);
     ck_assert_int_eq(cspmd_raw_check_output(rs, TP, ty(LR, LR), -1), CSPMD_ERR_SPMD_TYPE);
     const cspmd_raw_rule_t *b = cspmd_raw_rule_find("c10d::broadcast_");
-    ck_assert_int_eq(cspmd_raw_check_input(b, TP, ty(LR, LR), &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_raw_check_input(b, NULL, TP, ty(LR, LR), &out), CSPMD_ERR_SPMD_TYPE);
     ck_assert_str_eq(cspmd_last_error(), "cspmd: type checking for raw torch.distributed."
                                          "broadcast is not yet implemented; use the cspmd "
                                          "wrapper instead");
     /* Functional: the result gets the input's type with the axis at dst. */
     const cspmd_raw_rule_t *f = cspmd_raw_rule_find("_c10d_functional::reduce_scatter_tensor");
-    ck_assert_int_eq(cspmd_raw_check_input(f, TP, ty(LV, LP), &out), CSPMD_OK);
+    ck_assert_int_eq(cspmd_raw_check_input(f, "sum", TP, ty(LV, LP), &out), CSPMD_OK);
     ck_assert_uint_eq(out, ty(LV, LV));
+}
+END_TEST
+
+/* What each reduce op takes, on all_reduce (-> R) and reduce_scatter
+ * (-> V), spelled as c10d and funcol spell it. */
+START_TEST(test_reduce_ops)
+{
+    static const struct {
+        const char *op;
+        int p, v, r, i; /* accepted input types */
+    } cases[] = {
+        {"sum", 1, 1, 0, 0},     {"SUM", 1, 1, 0, 0},     {"premul_sum", 1, 1, 0, 0},
+        {"avg", 1, 1, 1, 1},     {"product", 0, 1, 1, 1}, {"min", 0, 1, 1, 1},
+        {"max", 0, 1, 1, 1},     {"MAX", 0, 1, 1, 1},     {"band", 0, 1, 1, 1},
+        {"bor", 0, 1, 1, 1},     {"bxor", 0, 1, 1, 1},
+    };
+    const char *names[] = {"c10d::allreduce_", "_c10d_functional::all_reduce",
+                           "_c10d_functional::reduce_scatter_tensor",
+                           "_c10d_functional::all_reduce_coalesced"};
+    for (size_t n = 0; n < sizeof names / sizeof *names; n++) {
+        const cspmd_raw_rule_t *r = cspmd_raw_rule_find(names[n]);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_int_eq(r->reduces, 1);
+        cspmd_ltype_t dst = strstr(names[n], "scatter") ? LV : LR;
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+            const cspmd_ltype_t ins[] = {LP, LV, LR, LI};
+            const int ok[] = {cases[c].p, cases[c].v, cases[c].r, cases[c].i};
+            for (int k = 0; k < 4; k++) {
+                cspmd_type_t out = 0;
+                cspmd_status_t st = cspmd_raw_check_input(r, cases[c].op, TP, ty(LR, ins[k]), &out);
+                ck_assert_msg(st == (ok[k] ? CSPMD_OK : CSPMD_ERR_SPMD_TYPE), "%s %s of %s: %d",
+                              names[n], cases[c].op, cspmd_ltype_letter(ins[k]), (int)st);
+                if (ok[k])
+                    ck_assert_uint_eq(out, ty(LR, dst));
+            }
+        }
+    }
+    const cspmd_raw_rule_t *r = cspmd_raw_rule_find("c10d::allreduce_");
+    cspmd_type_t out = 0;
+    ck_assert_int_eq(cspmd_raw_check_input(r, "max", TP, ty(LR, LP), &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(),
+                     "all_reduce: a max reduction takes each rank's value, but the input is P on "
+                     "axis tp: each rank holds a summand of the value, not the value. Sum it "
+                     "first (all_reduce P -> R), then reduce with max.");
+    ck_assert_int_eq(cspmd_raw_check_input(r, "unused", TP, ty(LR, LV), &out),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "no rule for the reduce op 'unused'"));
+    ck_assert_int_eq(cspmd_raw_check_input(r, "maximum", TP, ty(LR, LV), &out),
+                     CSPMD_ERR_SPMD_TYPE); /* a name is matched whole */
+    ck_assert_int_eq(cspmd_raw_check_input(r, NULL, TP, ty(LR, LP), &out), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "'(unreadable)'"));
+    /* A collective that does not reduce ignores the name. */
+    const cspmd_raw_rule_t *g = cspmd_raw_rule_find("_c10d_functional::all_gather_into_tensor");
+    ck_assert_int_eq(g->reduces, 0);
+    ck_assert_int_eq(cspmd_raw_check_input(g, "max", TP, ty(LR, LV), &out), CSPMD_OK);
+    ck_assert_uint_eq(out, ty(LR, LR));
+}
+END_TEST
+
+/* Which ops take the raw kernel: those with a rule, and any other op of
+ * torch.distributed's namespaces that the op table does not type. */
+START_TEST(test_raw_namespaces)
+{
+    ck_assert_int_eq(cspmd_raw_op_is_raw("c10d::allreduce_"), 1);
+    ck_assert_int_eq(cspmd_raw_op_is_raw("_c10d_functional::all_reduce"), 1);
+    ck_assert_int_eq(cspmd_raw_op_is_raw("_c10d_functional::some_future_collective"), 1);
+    ck_assert_int_eq(cspmd_raw_op_is_raw("c10d_functional::all_reduce"), 1);
+    ck_assert_int_eq(cspmd_raw_op_is_raw("_c10d_functional_autograd::all_to_all_single"), 1);
+    ck_assert_int_eq(cspmd_raw_op_is_raw("_c10d_functional::wait_tensor"), 0); /* op table */
+    ck_assert_int_eq(cspmd_raw_op_is_raw("aten::add"), 0);
+    ck_assert_int_eq(cspmd_raw_op_is_raw("c10dx::allreduce_"), 0);
+    ck_assert_int_eq(cspmd_raw_op_is_raw(NULL), 0);
+    ck_assert_int_eq(cspmd_raw_refuse("_c10d_functional::some_future_collective"),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(),
+                     "cspmd: _c10d_functional::some_future_collective is a torch.distributed op "
+                     "that cspmd cannot type, so it is refused on typed tensors; use cspmd's "
+                     "collectives instead");
 }
 END_TEST
 
@@ -175,6 +254,8 @@ Suite *suite_raw(void)
     tcase_add_test(tc, test_rule_table);
     tcase_add_test(tc, test_all_reduce_input);
     tcase_add_test(tc, test_outputs_and_unsupported);
+    tcase_add_test(tc, test_reduce_ops);
+    tcase_add_test(tc, test_raw_namespaces);
     suite_add_tcase(s, tc);
     return s;
 }

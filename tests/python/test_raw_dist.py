@@ -75,18 +75,18 @@ def test_all_gather_into_tensor_needs_annotated_output(tp_checked):
 
 
 @pytest.mark.parametrize("call", ["all_reduce", "reduce_scatter_tensor"])
-def test_varying_into_a_reduction_is_rejected(call, tp_checked):
-    # A reduction sums Partial values; V must be converted to P first (the
-    # reference raises the same for its raw collectives).
+def test_a_sum_takes_varying_values_as_summands(call, tp_checked):
+    # As all_reduce(x, src=P) does (cspmd's and the reference's): the sum of
+    # each rank's value. The reference's raw rule refuses it (docs/differences.md).
     tp = tp_checked
     x = typed(torch.ones(8), tp, V)
-    with pytest.raises(spmd.SpmdTypeError) as e:
-        if call == "all_reduce":
-            dist.all_reduce(x, group=tp)
-        else:
-            dist.reduce_scatter_tensor(typed(torch.zeros(2), tp, V), x, group=tp)
-    assert str(e.value).startswith(f"{call}: expected input type P on axis mesh_tp, got V")
-    assert spmd.get_local_type(x) == {spmd.MeshAxis.of(tp): V}
+    if call == "all_reduce":
+        dist.all_reduce(x, group=tp)
+        assert spmd.get_local_type(x) == {spmd.MeshAxis.of(tp): R}
+    else:
+        out = typed(torch.zeros(2), tp, V)
+        dist.reduce_scatter_tensor(out, x, group=tp)
+        assert spmd.get_local_type(out) == {spmd.MeshAxis.of(tp): V}
 
 
 def test_reduce_scatter_tensor(tp_checked):
@@ -105,7 +105,7 @@ def test_functional_collectives_type_their_results(tp_checked):
     y = f.wait_tensor(f.all_reduce(x, "sum", tp.group_name))
     assert spmd.get_local_type(y) == {spmd.MeshAxis.of(tp): R}
     with pytest.raises(spmd.SpmdTypeError, match="all_reduce: expected input type P"):
-        f.all_reduce(typed(torch.ones(8), tp, V), "sum", tp.group_name)
+        f.all_reduce(typed(torch.ones(8), tp, R), "sum", tp.group_name)
     z = f.wait_tensor(f.reduce_scatter_tensor(typed(torch.ones(8), tp, P), "sum", 4,
                                              tp.group_name))
     assert spmd.get_local_type(z) == {spmd.MeshAxis.of(tp): V}
@@ -191,3 +191,181 @@ def test_permissive_all_reduce_on_an_overlapping_group_is_refused(mesh, tp):
     theirs = ref.get_local_type(_overlapping_permissive_all_reduce(ref, mesh, tp))
     axes = list(theirs)
     assert len(axes) == 2 and not axes[0].isorthogonal(axes[1])
+
+
+# ---- the reduce op decides the rule -----------------------------------------
+
+RO = dist.ReduceOp
+VALUE_OPS = [RO.PRODUCT, RO.MAX, RO.MIN, RO.BAND, RO.BOR, RO.BXOR]
+
+
+def _raw_all_reduce(x, tp, op):
+    dist.all_reduce(x, op=op, group=tp)
+    return x
+
+
+@pytest.mark.parametrize("op", VALUE_OPS, ids=str)
+@pytest.mark.parametrize("lt", [V, R, I], ids=str)
+def test_a_value_reduction_of_values_is_replicate(op, lt, tp_checked):
+    # max/min/product/bitwise ops take each rank's value: the result is the
+    # same on every rank, whatever the values were.
+    tp = tp_checked
+    x = _raw_all_reduce(typed(torch.ones(4, dtype=torch.int64), tp, lt), tp, op)
+    assert spmd.get_local_type(x) == {spmd.MeshAxis.of(tp): R}
+
+
+@pytest.mark.parametrize("op", VALUE_OPS, ids=str)
+def test_a_value_reduction_of_summands_is_refused(op, tp_checked):
+    # The max of P summands is not the max of the value they add up to.
+    tp = tp_checked
+    x = typed(torch.ones(4, dtype=torch.int64), tp, P)
+    name = str(op).split(".")[-1].lower()
+    with pytest.raises(spmd.SpmdTypeError) as e:
+        dist.all_reduce(x, op=op, group=tp)
+    assert str(e.value).startswith(
+        f"all_reduce: a {name} reduction takes each rank's value, but the input is P on axis "
+        f"mesh_tp: each rank holds a summand of the value, not the value. Sum it first")
+    assert spmd.get_local_type(x) == {spmd.MeshAxis.of(tp): P}  # unchanged
+
+
+@pytest.mark.parametrize("lt", [P, V, R, I], ids=str)
+def test_a_mean_of_anything_is_replicate(lt, tp_checked):
+    # avg of P: the sum scaled by 1/n (DDP's gradient mean); of values:
+    # their mean. Either way the same on every rank.
+    tp = tp_checked
+    x = _raw_all_reduce(typed(torch.ones(4), tp, lt), tp, RO.AVG)
+    assert spmd.get_local_type(x) == {spmd.MeshAxis.of(tp): R}
+
+
+@pytest.mark.parametrize("lt", [R, I], ids=str)
+def test_a_sum_needs_summands(lt, tp_checked):
+    tp = tp_checked
+    with pytest.raises(spmd.SpmdTypeError,
+                       match=f"^all_reduce: expected input type P on axis mesh_tp, got {lt}"):
+        _raw_all_reduce(typed(torch.ones(4), tp, lt), tp, RO.SUM)
+    premul = dist._make_nccl_premul_sum(2.0)
+    x = _raw_all_reduce(typed(torch.ones(4), tp, P), tp, premul)  # a scaled sum
+    assert spmd.get_local_type(x) == {spmd.MeshAxis.of(tp): R}
+    with pytest.raises(spmd.SpmdTypeError, match="expected input type P"):
+        _raw_all_reduce(typed(torch.ones(4), tp, lt), tp, premul)
+
+
+@pytest.mark.parametrize("op,lt,ok", [("sum", P, True), ("sum", V, True), ("sum", R, False),
+                                      ("avg", V, True),
+                                      ("max", V, True), ("max", P, False), ("min", R, True),
+                                      ("product", P, False)])
+def test_functional_all_reduce_by_reduce_op(op, lt, ok, tp_checked):
+    import torch.distributed._functional_collectives as funcol
+    tp = tp_checked
+    f = torch.ops._c10d_functional
+    for call in (lambda x: funcol.all_reduce(x, op, tp),  # what torchtitan's loss calls
+                 lambda x: f.wait_tensor(f.all_reduce(x, op, tp.group_name)),
+                 lambda x: f.wait_tensor(f.all_reduce_(x, op, tp.group_name)),
+                 lambda x: funcol.all_reduce_coalesced([x, x.clone()], op, tp)[1]):
+        x = typed(torch.ones(4), tp, lt)
+        if ok:
+            assert spmd.get_local_type(call(x)) == {spmd.MeshAxis.of(tp): R}
+        else:
+            with pytest.raises(spmd.SpmdTypeError, match="^all_reduce"):
+                call(x)
+            assert spmd.get_local_type(x) == {spmd.MeshAxis.of(tp): lt}
+
+
+@pytest.mark.parametrize("op,lt,ok", [(RO.SUM, P, True), (RO.SUM, V, True), (RO.SUM, I, False),
+                                      (RO.AVG, P, True),
+                                      (RO.MAX, V, True), (RO.MAX, P, False)], ids=str)
+def test_reduce_scatter_by_reduce_op(op, lt, ok, tp_checked):
+    # Each rank keeps its own piece of the reduction: V whatever the op.
+    import torch.distributed._functional_collectives as funcol
+    tp = tp_checked
+    out = typed(torch.zeros(2), tp, V)
+    x = typed(torch.ones(8), tp, lt)
+    if ok:
+        dist.reduce_scatter_tensor(out, x, op=op, group=tp)
+        name = str(op).split(".")[-1].lower()
+        y = funcol.reduce_scatter_tensor(typed(torch.ones(8), tp, lt), name, 0, tp)
+        assert spmd.get_local_type(y) == {spmd.MeshAxis.of(tp): V}
+    else:
+        with pytest.raises(spmd.SpmdTypeError, match="^reduce_scatter_tensor"):
+            dist.reduce_scatter_tensor(out, x, op=op, group=tp)
+
+
+def test_coalesced_all_reduce_types_every_tensor(tp_checked):
+    tp = tp_checked
+    xs = [typed(torch.ones(4), tp, P), typed(torch.ones(2), tp, P)]
+    dist.all_reduce_coalesced(xs, group=tp)
+    assert [spmd.get_local_type(x) for x in xs] == [{spmd.MeshAxis.of(tp): R}] * 2
+    xs = [typed(torch.ones(4), tp, P), typed(torch.ones(2), tp, R)]
+    with pytest.raises(spmd.SpmdTypeError, match="all_reduce_coalesced: expected input type P "
+                       "on axis mesh_tp, got R"):
+        dist.all_reduce_coalesced(xs, group=tp)
+    assert spmd.get_local_type(xs[0]) == {spmd.MeshAxis.of(tp): P}  # nothing changed
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # 2.15's new names are not in 2.10
+def test_coalesced_functional_gather_and_scatter(tp_checked):
+    import torch.distributed._functional_collectives as funcol
+    tp = tp_checked
+    ys = funcol.all_gather_into_tensor_coalesced([typed(torch.ones(2), tp, V)] * 2, tp)
+    assert [spmd.get_local_type(y) for y in ys] == [{spmd.MeshAxis.of(tp): R}] * 2
+    zs = funcol.reduce_scatter_tensor_coalesced([typed(torch.ones(8), tp, P)] * 2, "sum",
+                                                [0, 0], tp)
+    assert [spmd.get_local_type(z) for z in zs] == [{spmd.MeshAxis.of(tp): V}] * 2
+    with pytest.raises(spmd.SpmdTypeError, match="all_gather_into_tensor_coalesced: expected "
+                       "input type V"):
+        funcol.all_gather_into_tensor_coalesced([typed(torch.ones(2), tp, P)], tp)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_functional_autograd_collectives_are_typed(tp_checked):
+    import torch.distributed._functional_collectives as funcol
+    tp = tp_checked
+    y = funcol.all_gather_tensor_autograd(typed(torch.ones(2), tp, V), 0, tp)
+    assert spmd.get_local_type(y) == {spmd.MeshAxis.of(tp): R}
+    with pytest.raises(spmd.SpmdTypeError, match="all_gather_into_tensor: expected input"):
+        funcol.all_gather_tensor_autograd(typed(torch.ones(2), tp, P), 0, tp)
+
+
+def test_functional_broadcast_is_refused_not_typed(tp_checked):
+    # It was typed like an op on values before: a broadcast of V would
+    # have come out V.
+    tp = tp_checked
+    f = torch.ops._c10d_functional
+    with pytest.raises(spmd.SpmdTypeError, match="raw torch.distributed.broadcast is not yet"):
+        f.broadcast(typed(torch.ones(2), tp, V), 0, tp.group_name)
+
+
+def test_unknown_reduce_op_is_an_error(tp_checked):
+    tp = tp_checked
+    f = torch.ops._c10d_functional
+    with pytest.raises(spmd.SpmdTypeError, match="all_reduce: cspmd has no rule for the reduce "
+                       "op 'median'"):
+        f.all_reduce(typed(torch.ones(2), tp, P), "median", tp.group_name)
+
+
+def test_value_reductions_compared_with_the_reference(mesh, tp):
+    """Deliberate difference (docs/differences.md): the reference types
+    every raw all_reduce as a sum of P, whatever its op, and refuses V."""
+    import reference
+    ref = reference.load()
+    reference.load("spmd_types.checker")
+    outcomes = {}
+    for lib in (spmd, ref):
+        for op, lt in [(RO.SUM, "P"), (RO.SUM, "V"), (RO.MAX, "V"), (RO.MAX, "P"),
+                       (RO.AVG, "V")]:
+            x = lib.assert_type(torch.ones(2), {tp: getattr(lib, lt)})
+            with lib.checker.typecheck():
+                try:
+                    dist.all_reduce(x, op=op, group=tp)
+                    got = lib.get_local_type(x)[lib.MeshAxis.of(tp)]
+                    outcomes[lib.__name__, str(op), lt] = repr(got)
+                except Exception as e:  # noqa: BLE001
+                    assert type(e).__name__ == "SpmdTypeError"
+                    outcomes[lib.__name__, str(op), lt] = "refused"
+    ours = {k[1:]: v for k, v in outcomes.items() if k[0] == "cspmd"}
+    theirs = {k[1:]: v for k, v in outcomes.items() if k[0] != "cspmd"}
+    assert ours[str(RO.SUM), "P"] == theirs[str(RO.SUM), "P"] == "R"
+    assert ours[str(RO.SUM), "V"] == "R" and theirs[str(RO.SUM), "V"] == "refused"
+    assert ours[str(RO.MAX), "V"] == "R" and theirs[str(RO.MAX), "V"] == "refused"
+    assert ours[str(RO.MAX), "P"] == "refused" and theirs[str(RO.MAX), "P"] == "R"
+    assert ours[str(RO.AVG), "V"] == "R" and theirs[str(RO.AVG), "V"] == "refused"
