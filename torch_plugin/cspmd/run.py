@@ -1,0 +1,121 @@
+"""Run a program written for ``spmd_types`` with cspmd, unchanged.
+
+    python -m cspmd.run train.py --steps 10
+    python -m cspmd.run -m pytest tests/unit_tests/test_loss.py
+    torchrun --nproc-per-node 2 -m cspmd.run train.py
+
+``import spmd_types`` (and ``spmd_types.checker``, ``.runtime``, ``.types``,
+``.rules``, ``.rulecheck``, and ``spmd_types._checker``, which torchtitan
+imports ``typecheck`` from) then gives cspmd's modules; nothing named
+``spmd_types`` is installed or read.  ``install()`` does the same from
+Python (a conftest.py, say).
+"""
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import runpy
+import sys
+
+ALIAS = "spmd_types"
+
+# spmd_types' private modules that its clients import, and cspmd's module
+# for each; any other private one is an error that says so.
+_PRIVATE = {"_checker": "checker"}
+
+
+class _AliasLoader(importlib.abc.Loader):
+    def __init__(self, target):
+        self.target = target
+
+    def create_module(self, spec):
+        return importlib.import_module(self.target)
+
+    def exec_module(self, module):
+        pass  # cspmd's module, already imported
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder):
+    """Finds ``spmd_types[.sub]`` as ``cspmd[.sub]``."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != ALIAS and not fullname.startswith(ALIAS + "."):
+            return None
+        parts = fullname.split(".")[1:]
+        if parts and parts[0].startswith("_"):
+            if parts[0] not in _PRIVATE or len(parts) > 1:
+                raise ModuleNotFoundError(
+                    f"{fullname} is private to spmd_types and cspmd has no counterpart; "
+                    f"import the public API (spmd_types, spmd_types.checker, .runtime, "
+                    f".types, .rules) instead", name=fullname)
+            parts = [_PRIVATE[parts[0]]]
+        target_name = ".".join(["cspmd"] + parts)
+        if importlib.util.find_spec(target_name) is None:
+            raise ModuleNotFoundError(
+                f"{fullname}: cspmd has no module {target_name} to stand for it",
+                name=fullname)
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(target_name))
+
+
+def _real_spmd_types_imported():
+    """(name, file) of an imported spmd_types module that is not cspmd's."""
+    names = sorted(n for n in sys.modules if n == ALIAS or n.startswith(ALIAS + "."))
+    for name in names:  # the package itself first
+        module = sys.modules[name]
+        if module is not None and not getattr(module, "__name__", "").startswith("cspmd"):
+            return name, getattr(module, "__file__", None)
+    return None
+
+
+def install():
+    """Make ``import spmd_types`` give cspmd, from now on, in this process.
+
+    Raises RuntimeError if the real spmd_types is already imported: the two
+    would then type the same program, each blind to the other's types."""
+    real = _real_spmd_types_imported()
+    if real is not None:
+        name, where = real
+        raise RuntimeError(
+            f"cspmd.run: the real {name} is already imported (from {where}); cspmd cannot "
+            f"stand in for it in this process. Start the program through "
+            f"`python -m cspmd.run` (or call cspmd.run.install()) before anything "
+            f"imports spmd_types.")
+    if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AliasFinder())
+
+
+def _usage():
+    return ("usage: python -m cspmd.run [-m module | script.py] [args ...]\n"
+            "Runs the program with `import spmd_types` served by cspmd.")
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage(), file=sys.stderr if not argv else sys.stdout)
+        return 2 if not argv else 0
+    install()
+    if argv[0] == "-m":
+        if len(argv) < 2:
+            print(_usage(), file=sys.stderr)
+            return 2
+        sys.argv = [argv[1]] + argv[2:]  # sys.path[0] is the current directory, as for -m
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        script = argv[0]
+        if not os.path.exists(script):
+            print(f"cspmd.run: no such file: {script}", file=sys.stderr)
+            return 2
+        sys.argv = argv
+        # As `python script.py`: the script's directory first, not ours.
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
+        runpy.run_path(script, run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
