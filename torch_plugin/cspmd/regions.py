@@ -140,8 +140,8 @@ def _stamp_leaf(name, what, x, spec, path):
     elif isinstance(spec, PartitionSpec):
         assert_type(x, {}, spec)
     elif (isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], dict)
-          and (spec[1] is None or isinstance(spec[1], PartitionSpec))):
-        assert_type(x, spec[0], spec[1])
+          and (spec[1] is None or isinstance(spec[1], (tuple, list)))):
+        assert_type(x, spec[0], spec[1])  # a plain tuple spec as spmd_types 0.2.x took it
     else:
         raise SpmdTypeError(f"{where}: unrecognized type {spec!r}; expected a dict "
                             "{axis: R|I|V|P|S(i)}, a PartitionSpec, a (dict, PartitionSpec) "

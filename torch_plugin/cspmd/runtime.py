@@ -23,7 +23,8 @@ from .checker import _describe, _grad_prehook
 from .mesh import MeshAxis, current_mesh, normalize_axis, set_dist
 from .scalar import Scalar
 from .types import (I, PartitionSpec, PerMeshAxisLocalSpmdType, R, Shard, SpmdType, _resolved_key,
-                    axis_key, ltype_code, normalize_partition_spec, to_local_type)
+                    as_partition_spec, axis_key, ltype_code, normalize_partition_spec,
+                    to_local_type)
 
 _TensorOrSequence = Union[torch.Tensor, List[torch.Tensor], Tuple[torch.Tensor, ...]]
 
@@ -66,7 +67,7 @@ def merge_types(*types: Any) -> SpmdType:
     """Merge partial types into one ``SpmdType``.
 
     Each argument is a dict ``{axis: type}``, an ``SpmdType``, a
-    ``PartitionSpec``, a bare type such as ``R`` (at most one), or None
+    ``PartitionSpec`` (or a plain tuple or list of its entries), a bare type such as ``R`` (at most one), or None
     (ignored), in any order.  Dicts must agree on the axes they share and
     PartitionSpecs must be equal.  A bare type fills every current-mesh axis
     that nothing else names (the partition spec's axes count as named).
@@ -91,8 +92,8 @@ def merge_types(*types: Any) -> SpmdType:
                                 f"and {arg}.")
             default = arg
             continue
-        if isinstance(arg, PartitionSpec):
-            specs.append(arg)
+        if isinstance(arg, (PartitionSpec, tuple, list)):
+            specs.append(as_partition_spec(arg))
             continue
         if isinstance(arg, SpmdType):
             if arg.partition_spec is not None:
@@ -143,7 +144,8 @@ def assert_type(tensor: _TensorOrSequence, *types: Any,
 
     ``types`` are merged by ``merge_types``: ``{axis: R|I|V|P|S(i)}`` (axes
     as MeshAxis, ProcessGroup or names in the current mesh), an
-    ``SpmdType``, a ``PartitionSpec``, or a bare type meaning every current
+    ``SpmdType``, a ``PartitionSpec`` (a plain tuple or list of its entries
+    too, here and as ``partition_spec``), or a bare type meaning every current
     mesh axis not otherwise named.  An existing V becomes P when P is
     asserted; any other change raises SpmdTypeError and leaves the tensor
     unchanged.  A list or tuple of tensors is annotated element by element.
@@ -151,6 +153,9 @@ def assert_type(tensor: _TensorOrSequence, *types: Any,
     >>> x = torch.zeros(4)
     >>> _ = assert_type(x, {MeshAxis.of(4, 1): R})
     """
+    # spmd_types 0.2.x's spelling of a partition spec: a plain tuple or list.
+    types = tuple(as_partition_spec(t) for t in types)
+    partition_spec = as_partition_spec(partition_spec)
     if torch.compiler.is_compiling():
         # Traced by torch.compile.  With checking off an annotation changes
         # nothing; traced for a checked call it becomes a marker node, run

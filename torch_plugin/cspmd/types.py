@@ -241,6 +241,20 @@ def _empty_entry(i):
             "dimensions.")
 
 
+def as_partition_spec(spec: typing.Any) -> typing.Any:
+    """A plain tuple or list given where a PartitionSpec goes, as
+    spmd_types 0.2.x took it (torchtitan's layouts write ``(("dp", "cp"),
+    "tp", None)``), as a PartitionSpec (a list entry as a tuple of axes);
+    anything else as it is.
+
+    >>> as_partition_spec(("tp", None))
+    PartitionSpec(tp, None)
+    """
+    if isinstance(spec, PartitionSpec) or not isinstance(spec, (tuple, list)):
+        return spec
+    return PartitionSpec(*(tuple(e) if isinstance(e, list) else e for e in spec))
+
+
 def normalize_partition_spec(spec: typing.Sequence[typing.Any]) -> "PartitionSpec":
     """Resolve names, drop size-1 axes (a tuple left with one axis becomes
     that axis, with none becomes None) and require every axis of the spec
