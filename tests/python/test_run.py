@@ -21,12 +21,13 @@ PROGRAM = textwrap.dedent("""
     import spmd_types.runtime
     from spmd_types.checker import typecheck
     from spmd_types._checker import typecheck as private_typecheck
+    from spmd_types._mesh_axis import flatten_axes  # torch 2.15's FSDP imports it
     from spmd_types.types import R, P
     from spmd_types.runtime import get_local_type
 
     import cspmd
     assert spmd is cspmd and private_typecheck is typecheck
-    assert spmd.runtime is cspmd.runtime
+    assert spmd.runtime is cspmd.runtime and flatten_axes is cspmd.flatten_axes
     dist.init_process_group(backend="fake", rank=0, world_size=2)
     pg = dist.new_group([0, 1])
     with typecheck():
@@ -96,3 +97,32 @@ def test_it_refuses_once_the_real_spmd_types_is_imported(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("cspmd.run: the real spmd_types is already imported (from ")
+
+
+def test_processes_the_program_starts_get_the_alias_too(tmp_path):
+    # As torch's DTensorTestBase and torchrun start ranks: new interpreters.
+    script = tmp_path / "spawner.py"
+    script.write_text(textwrap.dedent("""
+        import multiprocessing as mp
+        import spmd_types
+
+        def child(q):
+            import spmd_types, spmd_types.checker, cspmd
+            q.put((spmd_types is cspmd, spmd_types.checker is cspmd.checker))
+
+        if __name__ == "__main__":
+            ctx = mp.get_context("spawn")
+            q = ctx.Queue()
+            p = ctx.Process(target=child, args=(q,))
+            p.start()
+            print("child:", q.get(timeout=60))
+            p.join()
+            import subprocess, sys
+            out = subprocess.run([sys.executable, "-c", "import spmd_types, cspmd; "
+                                  "print(spmd_types is cspmd)"], capture_output=True, text=True)
+            print("subprocess:", out.stdout.strip(), out.stderr[-300:])
+    """))
+    r = run([str(script)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "child: (True, True)" in r.stdout
+    assert "subprocess: True" in r.stdout

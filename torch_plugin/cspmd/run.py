@@ -5,10 +5,11 @@
     torchrun --nproc-per-node 2 -m cspmd.run train.py
 
 ``import spmd_types`` (and ``spmd_types.checker``, ``.runtime``, ``.types``,
-``.rules``, ``.rulecheck``, and ``spmd_types._checker``, which torchtitan
-imports ``typecheck`` from) then gives cspmd's modules; nothing named
+``.rules``, ``.rulecheck``, and the private ``_checker`` and ``_mesh_axis``
+that torchtitan and torch's FSDP import from) then gives cspmd's modules; nothing named
 ``spmd_types`` is installed or read.  ``install()`` does the same from
-Python (a conftest.py, say).
+Python (a conftest.py, say).  Processes the program starts get the alias
+too (see STAND_IN_DIR).
 """
 
 import importlib
@@ -22,8 +23,10 @@ import sys
 ALIAS = "spmd_types"
 
 # spmd_types' private modules that its clients import, and cspmd's module
-# for each; any other private one is an error that says so.
-_PRIVATE = {"_checker": "checker"}
+# for each: torchtitan takes typecheck from _checker; torch 2.15's FSDP
+# (when it finds spmd_types) flatten_axes from _mesh_axis, and its local_map
+# typecheck from _checker.  Any other private one is an error that says so.
+_PRIVATE = {"_checker": "checker", "_mesh_axis": "mesh"}
 
 
 class _AliasLoader(importlib.abc.Loader):
@@ -64,13 +67,23 @@ def _real_spmd_types_imported():
     names = sorted(n for n in sys.modules if n == ALIAS or n.startswith(ALIAS + "."))
     for name in names:  # the package itself first
         module = sys.modules[name]
-        if module is not None and not getattr(module, "__name__", "").startswith("cspmd"):
-            return name, getattr(module, "__file__", None)
+        where = getattr(module, "__file__", None) or ""
+        if module is None or getattr(module, "__name__", "").startswith("cspmd") or \
+                where.startswith(STAND_IN_DIR + os.sep):
+            continue  # cspmd, or its stand-in being imported
+        return name, where or None
     return None
 
 
+# Children (multiprocessing's spawned workers, torchrun's ranks) start new
+# interpreters: they find a stand-in package named spmd_types in this folder
+# through PYTHONPATH, which installs the alias there too.
+STAND_IN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_alias")
+
+
 def install():
-    """Make ``import spmd_types`` give cspmd, from now on, in this process.
+    """Make ``import spmd_types`` give cspmd, from now on, in this process
+    and in the processes it starts.
 
     Raises RuntimeError if the real spmd_types is already imported: the two
     would then type the same program, each blind to the other's types."""
@@ -82,8 +95,16 @@ def install():
             f"stand in for it in this process. Start the program through "
             f"`python -m cspmd.run` (or call cspmd.run.install()) before anything "
             f"imports spmd_types.")
-    if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
+    if not any(type(f).__name__ == "_AliasFinder" for f in sys.meta_path):
         sys.meta_path.insert(0, _AliasFinder())
+    # multiprocessing's spawn hands its children this process's sys.path;
+    # a new interpreter reads PYTHONPATH. After sys.path[0] (the program's
+    # folder), before site-packages.
+    if STAND_IN_DIR not in sys.path:
+        sys.path.insert(min(1, len(sys.path)), STAND_IN_DIR)
+    path = os.environ.get("PYTHONPATH", "")
+    if STAND_IN_DIR not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = STAND_IN_DIR + (os.pathsep + path if path else "")
 
 
 def _usage():
@@ -98,6 +119,9 @@ def main(argv=None):
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage(), file=sys.stderr if not argv else sys.stdout)
         return 2 if not argv else 0
+    if argv[0] != "-m" and os.path.exists(argv[0]):
+        # As `python script.py`: the script's folder first, not ours.
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
     install()
     if argv[0] == "-m":
         if len(argv) < 2:
@@ -111,8 +135,6 @@ def main(argv=None):
             print(f"cspmd.run: no such file: {script}", file=sys.stderr)
             return 2
         sys.argv = argv
-        # As `python script.py`: the script's directory first, not ours.
-        sys.path[0] = os.path.dirname(os.path.abspath(script))
         runpy.run_path(script, run_name="__main__")
     return 0
 
