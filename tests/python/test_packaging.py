@@ -52,7 +52,8 @@ def test_every_python_module_is_installed():
     pkg = os.path.join(ROOT, "torch_plugin", "cspmd")
     with open(os.path.join(ROOT, "torch_plugin", "meson.build")) as f:
         listed = set(re.findall(r"'cspmd/([^']+\.py)'", f.read()))
-    on_disk = {n for n in os.listdir(pkg) if n.endswith(".py")}
+    on_disk = {os.path.relpath(os.path.join(d, n), pkg)
+               for d, _, names in os.walk(pkg) for n in names if n.endswith(".py")}
     assert on_disk == listed
 
 
