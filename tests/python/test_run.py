@@ -28,6 +28,7 @@ PROGRAM = textwrap.dedent("""
     import cspmd
     assert spmd is cspmd and private_typecheck is typecheck
     assert spmd.runtime is cspmd.runtime and flatten_axes is cspmd.flatten_axes
+    assert cspmd.__spec__.name == "cspmd" and cspmd.checker.__spec__.name == "cspmd.checker"
     dist.init_process_group(backend="fake", rank=0, world_size=2)
     pg = dist.new_group([0, 1])
     with typecheck():

@@ -6,8 +6,8 @@
 
 ``import spmd_types`` (and ``spmd_types.checker``, ``.runtime``, ``.types``,
 ``.rules``, ``.rulecheck``, and the private ``_checker`` and ``_mesh_axis``
-that torchtitan and torch's FSDP import from) then gives cspmd's modules; nothing named
-``spmd_types`` is installed or read.  ``install()`` does the same from
+that torchtitan and torch's FSDP import from) then gives cspmd's modules;
+nothing named ``spmd_types`` is installed or read.  ``install()`` does the same from
 Python (a conftest.py, say).  Processes the program starts get the alias
 too (see STAND_IN_DIR).
 """
@@ -34,10 +34,14 @@ class _AliasLoader(importlib.abc.Loader):
         self.target = target
 
     def create_module(self, spec):
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self.own_spec = module.__spec__
+        return module
 
     def exec_module(self, module):
-        pass  # cspmd's module, already imported
+        # cspmd's module, already run; the import system has just set its
+        # __spec__ to the alias's: give it back its own.
+        module.__spec__ = self.own_spec
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):
