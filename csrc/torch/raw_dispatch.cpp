@@ -8,6 +8,7 @@
 #include <torch/library.h>
 
 #include <cstdio>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <set>
@@ -79,55 +80,61 @@ void register_raw_dist_ops() {
 
 } // namespace cspmd
 
-extern "C" int cspmd_call_group_name(const cspmd_call_t *call, char *buf, size_t len) {
-    try {
-        const auto &args = call->op->schema().arguments();
-        size_t n = args.size();
-        const c10::IValue *first = &*(call->stack->end() - static_cast<ptrdiff_t>(n));
-        for (size_t i = 0; i < n; i++) {
-            const c10::IValue &v = first[i];
-            const std::string &arg = args[i].name();
-            if (v.isString() && arg == "group_name") {
-                std::snprintf(buf, len, "%s", v.toStringRef().c_str());
-                return 1;
-            }
-            // A ProcessGroup, from torch 2.15 also where the schema says
-            // group_name (typed Any).
-            if (v.isCustomClass() && (arg == "process_group" || arg == "group_name")) {
-                auto pg = v.toCustomClass<c10d::ProcessGroup>();
-                std::snprintf(buf, len, "%s", pg->getGroupName().c_str());
-                return 1;
-            }
-        }
-    } catch (...) {
-    }
+namespace {
+
+// The call's argument whose schema name is one of `names` (on the stack,
+// below the call's own frame), or null.
+const c10::IValue *named_arg(const cspmd_call_t *call, std::initializer_list<const char *> names) {
+    const auto &args = call->op->schema().arguments();
+    size_t n = args.size();
+    const c10::IValue *first = &*(call->stack->end() - static_cast<ptrdiff_t>(n));
+    for (size_t i = 0; i < n; i++)
+        for (const char *name : names)
+            if (args[i].name() == name)
+                return &first[i];
+    return nullptr;
+}
+
+int no_answer(char *buf, size_t len) {
     if (len)
         buf[0] = '\0';
     return 0;
 }
 
-extern "C" int cspmd_call_reduce_op(const cspmd_call_t *call, char *buf, size_t len) {
+} // namespace
+
+extern "C" int cspmd_call_group_name(const cspmd_call_t *call, char *buf, size_t len) {
     try {
-        const auto &args = call->op->schema().arguments();
-        size_t n = args.size();
-        const c10::IValue *first = &*(call->stack->end() - static_cast<ptrdiff_t>(n));
-        for (size_t i = 0; i < n; i++) {
-            const std::string &arg = args[i].name();
-            if (arg != "reduce_op" && arg != "reduceOp")
-                continue;
-            const c10::IValue &v = first[i];
-            if (v.isString())
-                std::snprintf(buf, len, "%s", v.toStringRef().c_str());
-            else if (v.isCustomClass())
-                std::snprintf(buf, len, "%s",
-                              cspmd::reduce_op_name(v.toCustomClass<c10d::ReduceOp>()->op_));
-            else
-                break;
+        // A name, or a ProcessGroup (from torch 2.15 also where the schema
+        // says group_name, typed Any).
+        const c10::IValue *v = named_arg(call, {"group_name", "process_group"});
+        if (v && v->isString()) {
+            std::snprintf(buf, len, "%s", v->toStringRef().c_str());
+            return 1;
+        }
+        if (v && v->isCustomClass()) {
+            std::snprintf(buf, len, "%s",
+                          v->toCustomClass<c10d::ProcessGroup>()->getGroupName().c_str());
             return 1;
         }
     } catch (...) {
     }
-    if (len)
-        buf[0] = '\0';
-    return 0;
+    return no_answer(buf, len);
+}
+
+extern "C" int cspmd_call_reduce_op(const cspmd_call_t *call, char *buf, size_t len) {
+    try {
+        const c10::IValue *v = named_arg(call, {"reduce_op", "reduceOp"});
+        if (v && v->isString()) {
+            std::snprintf(buf, len, "%s", v->toStringRef().c_str());
+            return 1;
+        }
+        if (v && v->isCustomClass()) {
+            std::snprintf(buf, len, "%s",
+                          cspmd::reduce_op_name(v->toCustomClass<c10d::ReduceOp>()->op_));
+            return 1;
+        }
+    } catch (...) {
+    }
+    return no_answer(buf, len);
 }

@@ -234,6 +234,10 @@ START_TEST(test_raw_namespaces)
     ck_assert_int_eq(cspmd_raw_op_is_raw("aten::add"), 0);
     ck_assert_int_eq(cspmd_raw_op_is_raw("c10dx::allreduce_"), 0);
     ck_assert_int_eq(cspmd_raw_op_is_raw(NULL), 0);
+    /* The namespaces are checked first: every rule must be in one. */
+    for (int i = 0; i < cspmd_raw_rule_count(); i++)
+        ck_assert_msg(cspmd_raw_op_is_raw(cspmd_raw_rule(i)->name), "%s",
+                      cspmd_raw_rule(i)->name);
     ck_assert_int_eq(cspmd_raw_refuse("_c10d_functional::some_future_collective"),
                      CSPMD_ERR_SPMD_TYPE);
     ck_assert_str_eq(cspmd_last_error(),
