@@ -251,6 +251,14 @@ CSPMD_API size_t cspmd_type_format(cspmd_type_t type, char *buf, size_t len);
  * next UNTYPED gives existing.  On error *out is untouched. */
 CSPMD_API cspmd_status_t cspmd_type_refine(cspmd_type_t existing, cspmd_type_t next,
                                            cspmd_type_t *out);
+/* cspmd_type_refine for what an autograd Function (register_autograd_function
+ * with typecheck_forward) declares of an output its own forward computed:
+ * where the computed type is R and the declared I, or the reverse, the
+ * declared one is taken -- the two differ only in the gradient the output
+ * takes, and the Function's backward is the one that takes it.  Every
+ * other difference is refused as by cspmd_type_refine. */
+CSPMD_API cspmd_status_t cspmd_type_refine_declared(cspmd_type_t existing, cspmd_type_t next,
+                                                    cspmd_type_t *out);
 
 /* mutate_type: for each i, axes[i] must carry src[i] (else
  * SPMD_TYPE "mutate_type: axis X not found ..." / "mutate_type: expected
@@ -475,6 +483,16 @@ typedef struct cspmd_operand {
 /* A SCALAR operand whose number is zero: rules that say so count it as no
  * operand (padding with 0 keeps P; padding with 1 does not). */
 #define CSPMD_OPERAND_ZERO 0x2u
+
+/* Whether the result of rule's op over ops[0..n) stands for a plain number
+ * (aten::scalar_tensor of a number: torch builds where(c, x, 0)'s 0 so):
+ * CSPMD_NUMBER, CSPMD_NUMBER_ZERO when that number is zero, or 0 (not a
+ * number: another op, or a typed cspmd.Scalar among the operands).  The
+ * kernel marks such a result, and passes it to later ops as a SCALAR
+ * operand (flag CSPMD_OPERAND_ZERO for CSPMD_NUMBER_ZERO). */
+#define CSPMD_NUMBER 1
+#define CSPMD_NUMBER_ZERO 2
+CSPMD_API int cspmd_rule_result_number(cspmd_rule_t rule, const cspmd_operand_t *ops, int n);
 
 /* Infer the output local type for rule over ops[0..n).  Uses the calling
  * thread's current mesh and strictness.  On a type error returns
@@ -1407,7 +1425,8 @@ CSPMD_API cspmd_status_t cspmd_ltype_placement(cspmd_ltype_t ltype, int32_t shar
     X(axis_intern) X(axis_from_ranks) X(axis_display) X(axis_le_checked)            \
     X(axis_name_add) X(axis_names_reset) X(axis_print_debug_set) X(axis_print_debug) \
     X(axes_orthogonal) X(axes_check_orthogonal) X(axes_flatten) X(axis_key_of_name) \
-    X(type_refine) X(type_dual) X(ltype_dual) X(type_local) X(type_merge_scalars)   \
+    X(type_refine) X(type_refine_declared) X(type_dual) X(ltype_dual)               \
+    X(type_local) X(type_merge_scalars)                                             \
     X(type_mutate) X(type_reinterpret_no_grad) X(type_reinterpret_mesh)             \
     X(type_to_mesh) X(type_carry) X(loss_check) X(grad_check) X(grad_seed)          \
     X(pending_scalars) X(group_bind) X(mesh_intern) X(checker_set_local)            \

@@ -384,7 +384,8 @@ static const rule_row_t rules[] = {
     LINC("aten::masked_scatter_", "*", "self source", "mask"),
     LINC("aten::masked_select", "*", "self", "mask"),
     /* where.self(condition, self, other). */
-    LINC("aten::where", "*", "self other", "condition"),
+    /* A zero in a value position keeps P (masking with zero is linear). */
+    LINCZ("aten::where", "*", "self other", "condition", "self other"),
     NON("aten::where", ""), /* where(condition): the indices of nonzeros */
     /* lerp(self, end, weight) = (1 - weight) * self + weight * end:
      * linear in (self, end), the weight a coefficient. */
@@ -571,7 +572,7 @@ static const rule_row_t rules[] = {
     FAC("aten::linspace", "*", 0),
     FAC("aten::logspace", "*", 0),
     FAC("aten::eye", "*", 0),
-    FAC("aten::scalar_tensor", "*", 0),
+    {ROW("aten::scalar_tensor", "*", NL, FACT, CSPMDI_RF_NUMBER), .scalars = "s"},
     /* A typed tensor passed through lift_fresh keeps its type (LINEAR). */
     {ROW("aten::lift_fresh", "*", LI, FACT, CSPMDI_RF_FRESH)},
     {ROW("aten::lift_fresh_copy", "*", LI, FACT, CSPMDI_RF_FRESH)},
@@ -831,6 +832,21 @@ cspmd_rule_kind_t cspmd_rule_kind(cspmd_rule_t rule)
         return CSPMD_KIND_FOREACH;
     const rule_row_t *w = row_of(rule);
     return w != NULL ? (cspmd_rule_kind_t)w->kind : CSPMD_KIND_INFER;
+}
+
+int cspmd_rule_result_number(cspmd_rule_t rule, const cspmd_operand_t *ops, int n)
+{
+    const cspmdi_rule_t *r = cspmdi_rule_get(rule);
+    if (r == NULL || !(r->flags & CSPMDI_RF_NUMBER) || is_foreach_id(rule))
+        return 0;
+    int number = 0;
+    for (int i = 0; i < n; i++) {
+        if (ops[i].kind != CSPMD_OPERAND_SCALAR)
+            return 0; /* a typed Scalar or a tensor: the result is typed data */
+        if (ops[i].arg < 64 && ((r->scalar_pos >> ops[i].arg) & 1u))
+            number = (ops[i].flags & CSPMD_OPERAND_ZERO) ? CSPMD_NUMBER_ZERO : CSPMD_NUMBER;
+    }
+    return number;
 }
 
 int cspmd_rule_count(void)

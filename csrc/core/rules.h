@@ -36,7 +36,11 @@ enum {
      * for a CSPMDI_RF_ZEROS rule, or when the Scalar at a zero_free_pos
      * argument is. */
     CSPMDI_RF_LIKE = 1u << 4,
-    CSPMDI_RF_ZEROS = 1u << 5
+    CSPMDI_RF_ZEROS = 1u << 5,
+    /* FACTORY whose 0-d result stands for the number at its weak-scalar
+     * argument (scalar_tensor: torch materializes where(c, x, 0)'s 0 with
+     * it), so later ops take the result as that number. */
+    CSPMDI_RF_NUMBER = 1u << 6
 };
 
 /* A rule row bound to argument positions (rules.c binds its names with

@@ -574,7 +574,13 @@ static int entries_equal(const cspmd_spec_t *a, int da, const cspmd_spec_t *b, i
     return 1;
 }
 
-cspmd_status_t cspmd_type_refine(cspmd_type_t existing, cspmd_type_t next, cspmd_type_t *out)
+static int r_or_i(cspmd_ltype_t lt) { return lt == CSPMD_LT_R || lt == CSPMD_LT_I; }
+
+/* declared: next is what an autograd Function declares of its own output,
+ * whose backward the Function writes, so R and I (which differ only in the
+ * gradient they take) give way to it. */
+static cspmd_status_t refine(cspmd_type_t existing, cspmd_type_t next, int declared,
+                             cspmd_type_t *out)
 {
     type_rec_t *re = type_get(existing), *rn = type_get(next);
     if (re == NULL || rn == NULL || out == NULL)
@@ -608,6 +614,8 @@ cspmd_status_t cspmd_type_refine(cspmd_type_t existing, cspmd_type_t next, cspmd
             continue;
         if (lt[j] == CSPMD_LT_V && nlt[i] == CSPMD_LT_P)
             continue; /* implicit V -> P, applied below */
+        if (declared && r_or_i((cspmd_ltype_t)lt[j]) && r_or_i((cspmd_ltype_t)nlt[i]))
+            continue; /* the declared flavour, applied below */
         return cspmd_error_set(CSPMD_ERR_SPMD_TYPE,
                                "SPMD type mismatch on axis %s: tensor has %s, expected %s",
                                cspmd_axis_display(nax[i], 0),
@@ -678,6 +686,17 @@ cspmd_status_t cspmd_type_refine(cspmd_type_t existing, cspmd_type_t next, cspmd
         return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd: more than %d axes in one type",
                                CSPMD_MAX_AXES);
     return type_build(ax, lt, m, &es, out);
+}
+
+cspmd_status_t cspmd_type_refine(cspmd_type_t existing, cspmd_type_t next, cspmd_type_t *out)
+{
+    return refine(existing, next, 0, out);
+}
+
+cspmd_status_t cspmd_type_refine_declared(cspmd_type_t existing, cspmd_type_t next,
+                                          cspmd_type_t *out)
+{
+    return refine(existing, next, 1, out);
 }
 
 /* ---- in-place / out= -------------------------------------------- */
@@ -771,7 +790,6 @@ cspmd_status_t cspmd_type_mutate(cspmd_type_t type, const cspmd_axis_t *axes,
     return CSPMD_OK;
 }
 
-static int r_or_i(cspmd_ltype_t lt) { return lt == CSPMD_LT_R || lt == CSPMD_LT_I; }
 
 cspmd_status_t cspmd_type_reinterpret_no_grad(cspmd_type_t type, cspmd_axis_t axis,
                                               cspmd_ltype_t dst, int32_t dst_shard_dim,

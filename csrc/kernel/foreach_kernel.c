@@ -97,7 +97,7 @@ static cspmd_status_t element_global(cspmd_shard_rule_t shard,
         g[k].type = r->type;
         g[k].arg = r->arg;
         g[k].ndim = (int8_t)nd;
-        g[k].scalar = r->wrapped_number;
+        g[k].scalar = r->number != 0;
         for (int d = 0; d < nd; d++)
             g[k].sizes[d] = cspmd_tensor_size(r->tensor, d);
     }

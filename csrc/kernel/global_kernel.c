@@ -64,7 +64,7 @@ static cspmd_status_t global_types(const cspmd_call_t *call, const cspmd_args_t 
         g->type = r->type;
         g->arg = r->arg;
         g->ndim = (int8_t)nd;
-        g->scalar = r->wrapped_number;
+        g->scalar = r->number != 0;
         cspmd_tensor_sizes(r->tensor, g->sizes, nd);
     }
     int na = args->nargs;

@@ -169,10 +169,11 @@ void cspmdk_operand_push(operands_t *o, cspmd_type_t type, int arg, cspmd_operan
 void cspmdk_operand_push_ref(operands_t *o, const cspmd_args_t *args, const cspmd_tensor_ref_t *r,
                              int arg)
 {
-    cspmdk_operand_push(o, r->type, arg,
-                        r->wrapped_number ? CSPMD_OPERAND_SCALAR : CSPMD_OPERAND_TENSOR);
+    cspmdk_operand_push(o, r->type, arg, r->number ? CSPMD_OPERAND_SCALAR : CSPMD_OPERAND_TENSOR);
     if (!(args->grad_enabled && r->requires_grad))
         o->v[o->n - 1].flags = CSPMD_OPERAND_NO_GRAD;
+    if (r->number == CSPMD_NUMBER_ZERO)
+        o->v[o->n - 1].flags |= CSPMD_OPERAND_ZERO;
 }
 
 /* Tensors (out= excluded) and Scalar arguments, in argument order, then
@@ -605,10 +606,18 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
     st = cspmd_call_results(call, results);
     if (st != CSPMD_OK)
         return st;
+    /* A constant made from a number (scalar_tensor) is read as that number
+     * by later ops. */
+    int number = cspmd_rule_kind(rule) == CSPMD_KIND_FACTORY ? cspmd_rule_result_number(rule, ops, n)
+                                                              : 0;
     for (int i = 0; i < results->ntensors; i++) {
         int r = results->tensors[i].arg;
         cspmd_type_t t = global && r < CSPMD_MAX_RESULTS ? outs[r] : out;
-        if (results->tensors[i].type != t) {
+        if (number) {
+            st = cspmd_tensor_set_number_type(results->tensors[i].tensor, t, number);
+            if (st != CSPMD_OK)
+                return st;
+        } else if (results->tensors[i].type != t) {
             st = cspmd_tensor_set_type(results->tensors[i].tensor, t);
             if (st != CSPMD_OK)
                 return st;

@@ -287,6 +287,12 @@ int64_t get_type(const at::Tensor &wrapped) {
 
 void set_type(const at::Tensor &t, int64_t type) {
     c10::TensorImpl *impl = functorch_unwrapped(t).unsafeGetTensorImpl();
+    if (c10::TensorImpl *inner = collective_result_inner(impl)) {
+        // funcol's result: ops on it run on the tensor inside, after the wait.
+        impl_set_type(inner, to_type(type));
+        impl_set_type(impl, to_type(type));
+        return;
+    }
     require_checked_kind(impl);
     impl_set_type(impl, to_type(type));
 }

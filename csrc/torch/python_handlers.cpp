@@ -170,6 +170,20 @@ void require_checked_kind(const c10::TensorImpl *impl) {
             "instead (docs/limits.md, 'Other tensor subclasses')");
 }
 
+c10::TensorImpl *collective_result_inner(const c10::TensorImpl *impl) {
+    if (!compat::kCheckerBelowPython || !impl->key_set().has(c10::DispatchKey::Python))
+        return nullptr;
+    PyObject *obj = impl->pyobj_slot()->load_pyobj();
+    if (!obj || std::strcmp(Py_TYPE(obj)->tp_name, "AsyncCollectiveTensor") != 0)
+        return nullptr;
+    py::gil_scoped_acquire gil;
+    py::object elem = py::reinterpret_borrow<py::object>(obj).attr("elem");
+    if (!THPVariable_Check(elem.ptr()))
+        return nullptr;
+    // The wrapper holds elem, so the pointer outlives this call.
+    return THPVariable_Unpack(elem.ptr()).unsafeGetTensorImpl();
+}
+
 void bind_handler_call(py::module_ &m) {
     m.def("handler_call", torch::wrap_pybind_function(handler_call));
     m.def("handled_classes", torch::wrap_pybind_function(handled_classes));

@@ -52,7 +52,9 @@ typedef struct cspmd_tensor_ref {
     cspmd_tensor_t *tensor;
     cspmd_type_t type;      /* its stored type id (UNTYPED if none)        */
     uint16_t arg;           /* schema argument (or result) index           */
-    uint8_t wrapped_number; /* a 0-d tensor made from a Python number      */
+    uint8_t number;         /* it stands for a plain number: CSPMD_NUMBER
+                               (a wrapped number, or a tensor the kernel
+                               marked), CSPMD_NUMBER_ZERO (known zero), 0 */
     uint8_t written;        /* the schema marks the argument as written    */
     uint8_t out;            /* written and keyword-only: an out= tensor    */
     uint8_t requires_grad;
@@ -136,6 +138,9 @@ cspmd_type_t cspmd_tensor_get_type(const cspmd_tensor_t *t);
 /* Store a type id (UNTYPED removes it).  Allocation-free after the first
  * use of each id, except torch's own ExtraMeta on a fresh tensor. */
 cspmd_status_t cspmd_tensor_set_type(cspmd_tensor_t *t, cspmd_type_t type);
+/* Store a type id with a number mark (cspmd_rule_result_number's answer):
+ * later ops read the tensor as that number (cspmd_tensor_ref_t.number). */
+cspmd_status_t cspmd_tensor_set_number_type(cspmd_tensor_t *t, cspmd_type_t type, int number);
 int64_t cspmd_tensor_dim(const cspmd_tensor_t *t);
 /* 1 if every element is zero (runs an op with the key off; error path
  * only), 0 otherwise or for a tensor without data (meta). */

@@ -114,7 +114,9 @@ int64_t watch_leaves(const std::vector<at::Tensor> &roots);
 std::vector<std::string> register_type_saving();
 
 // Type ids on TensorImpls.
-cspmd_type_t impl_get_type(const c10::TensorImpl *impl);
+// The stored type id; *number (if given) gets the tensor's number mark
+// (CSPMD_NUMBER, CSPMD_NUMBER_ZERO or 0).
+cspmd_type_t impl_get_type(const c10::TensorImpl *impl, uint8_t *number = nullptr);
 void impl_set_type(c10::TensorImpl *impl, cspmd_type_t type);
 
 // LocalTensorMode (local_tensor.cpp): whether impl is a LocalTensor (no
@@ -148,6 +150,10 @@ void bind_core_calls(pybind11::module_ &m);
 // 2.13 (key below Python) a tensor subclass whose handler cspmd does not
 // wrap (python_handlers.cpp).
 void require_checked_kind(const c10::TensorImpl *impl);
+// The tensor a functional collective's AsyncCollectiveTensor wraps (its
+// elem), whose type ops on the wrapper read from torch 2.13; nullptr for
+// any other tensor.
+c10::TensorImpl *collective_result_inner(const c10::TensorImpl *impl);
 // Bind handler_call, the check of an op at a Python handler
 // (python_handlers.cpp), on cspmd._C.
 void bind_handler_call(pybind11::module_ &m);

@@ -17,37 +17,42 @@ namespace cspmd {
 namespace {
 
 struct TypeMeta final : c10::BackendMeta {
-    explicit TypeMeta(cspmd_type_t t) : type(t) {}
+    TypeMeta(cspmd_type_t t, uint8_t n) : type(t), number(n) {}
     const cspmd_type_t type;
+    // CSPMD_NUMBER(_ZERO): the tensor stands for a plain number (the core's
+    // cspmd_rule_result_number), 0 otherwise.
+    const uint8_t number;
 };
 
-// Two-level table: 1024 chunks of 1024 slots covers every id the core can
-// intern; chunks are published with release stores and never freed.
+// Two-level table per number kind: 1024 chunks of 1024 slots covers every
+// id the core can intern; chunks are published with release stores and
+// never freed.
 constexpr size_t kChunk = 1024;
 constexpr size_t kChunks = 1024;
-std::atomic<c10::BackendMeta *> *chunks[kChunks];
+constexpr size_t kNumberKinds = 3; // 0, CSPMD_NUMBER, CSPMD_NUMBER_ZERO
+std::atomic<c10::BackendMeta *> *chunks[kNumberKinds][kChunks];
 std::mutex grow_mutex;
 
-c10::BackendMeta *meta_for(cspmd_type_t type) {
+c10::BackendMeta *meta_for(cspmd_type_t type, uint8_t number) {
     size_t hi = type / kChunk, lo = type % kChunk;
-    if (hi >= kChunks)
+    if (hi >= kChunks || number >= kNumberKinds)
         return nullptr;
-    auto *chunk = __atomic_load_n(&chunks[hi], __ATOMIC_ACQUIRE);
+    auto *chunk = __atomic_load_n(&chunks[number][hi], __ATOMIC_ACQUIRE);
     if (chunk) {
         c10::BackendMeta *m = chunk[lo].load(std::memory_order_acquire);
         if (m)
             return m;
     }
     std::lock_guard<std::mutex> lock(grow_mutex);
-    chunk = __atomic_load_n(&chunks[hi], __ATOMIC_ACQUIRE);
+    chunk = __atomic_load_n(&chunks[number][hi], __ATOMIC_ACQUIRE);
     if (!chunk) {
         chunk = new std::atomic<c10::BackendMeta *>[kChunk]();
-        __atomic_store_n(&chunks[hi], chunk, __ATOMIC_RELEASE);
+        __atomic_store_n(&chunks[number][hi], chunk, __ATOMIC_RELEASE);
     }
     c10::BackendMeta *m = chunk[lo].load(std::memory_order_acquire);
     if (!m) {
         // One reference held by the table forever; tensors add their own.
-        m = c10::make_intrusive<TypeMeta>(type).release();
+        m = c10::make_intrusive<TypeMeta>(type, number).release();
         chunk[lo].store(m, std::memory_order_release);
     }
     return m;
@@ -57,23 +62,23 @@ c10::BackendMeta *meta_for(cspmd_type_t type) {
 
 namespace {
 
-cspmd_type_t read_meta(const c10::TensorImpl *impl) {
+const TypeMeta *find_meta(const c10::TensorImpl *impl) {
     // get_backend_meta() is non-const only because it hands out a pointer.
     auto *m = const_cast<c10::TensorImpl *>(impl)->get_backend_meta();
     // TypeMeta is final, so comparing type_info is exact (and cheaper than
     // dynamic_cast); a vendor plugin's BackendMeta reads as untyped.
     if (!m || typeid(*m) != typeid(TypeMeta))
-        return CSPMD_TYPE_UNTYPED;
-    return static_cast<TypeMeta *>(m)->type;
+        return nullptr;
+    return static_cast<const TypeMeta *>(m);
 }
 
-void write_meta(c10::TensorImpl *impl, cspmd_type_t type) {
+void write_meta(c10::TensorImpl *impl, cspmd_type_t type, uint8_t number = 0) {
     if (type == CSPMD_TYPE_UNTYPED) {
         if (impl->get_backend_meta())
             impl->set_backend_meta(nullptr);
         return;
     }
-    c10::BackendMeta *m = meta_for(type);
+    c10::BackendMeta *m = meta_for(type, number);
     if (!m)
         throw_core_error(CSPMD_ERR_NOMEM, "cspmd: type id out of range");
     if (impl->get_backend_meta() == m)
@@ -88,8 +93,11 @@ void write_meta(c10::TensorImpl *impl, cspmd_type_t type) {
 // Python, per rank, into a new LocalTensor that cspmd never sees made.
 // Its per-rank tensors keep their types, and the first read takes the
 // type from them (local_tensor.cpp).
-cspmd_type_t impl_get_type(const c10::TensorImpl *impl) {
-    cspmd_type_t t = read_meta(impl);
+cspmd_type_t impl_get_type(const c10::TensorImpl *impl, uint8_t *number) {
+    const TypeMeta *m = find_meta(impl);
+    cspmd_type_t t = m ? m->type : CSPMD_TYPE_UNTYPED;
+    if (number)
+        *number = m ? m->number : 0;
     if (t == CSPMD_TYPE_UNTYPED && impl_is_local_tensor(impl)) {
         t = local_tensor_inner_type(impl);
         if (t != CSPMD_TYPE_UNTYPED)
@@ -115,6 +123,20 @@ cspmd_type_t cspmd_tensor_get_type(const cspmd_tensor_t *t) {
 cspmd_status_t cspmd_tensor_set_type(cspmd_tensor_t *t, cspmd_type_t type) {
     try {
         cspmd::impl_set_type(reinterpret_cast<c10::TensorImpl *>(t), type);
+        return CSPMD_OK;
+    } catch (...) {
+        return cspmd::keep_pending(std::current_exception());
+    }
+}
+
+cspmd_status_t cspmd_tensor_set_number_type(cspmd_tensor_t *t, cspmd_type_t type, int number) {
+    try {
+        auto *impl = reinterpret_cast<c10::TensorImpl *>(t);
+        // A LocalTensor's per-rank tensors carry no number mark: cspmd only
+        // reads the mark on the tensor the op returned.
+        cspmd::write_meta(impl, type, static_cast<uint8_t>(number));
+        if (cspmd::impl_is_local_tensor(impl))
+            cspmd::local_tensor_set_inner_types(impl, type);
         return CSPMD_OK;
     } catch (...) {
         return cspmd::keep_pending(std::current_exception());

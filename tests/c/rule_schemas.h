@@ -102,6 +102,7 @@ static const h_schema_t h_schemas[] = {
     {"aten::reflection_pad2d_backward", "", "grad_output:T self:T padding"},
     {"aten::replication_pad1d_backward", "", "grad_output:T self:T padding"},
     {"aten::rsub", "Tensor", "self:T other:T alpha"},
+    {"aten::scalar_tensor", "", "s dtype layout device pin_memory"},
     {"aten::scatter", "dimname_src", "self:T dim index:T src:T"},
     {"aten::scatter_add", "", "self:T dim index:T src:T"},
     {"aten::select", "Dimname", "self:T dim index"},

@@ -429,6 +429,15 @@ START_TEST(test_coefficients)
     INFER_OK("aten::masked_fill", "Scalar", tt(LV), TEN(tt(LR), 0), TEN(tt(LV), 1), SCA(2));
     /* ... but filling with 0 keeps P (the kernel flags a zero number) */
     INFER_OK("aten::masked_fill", "Scalar", tt(LP), TEN(tt(LP), 0), TEN(tt(LR), 1), ZERO(2));
+    /* where(condition, self, other) with a number in a value position (the
+     * 0-d tensor torch makes of where(c, x, 0)): a zero keeps P, any other
+     * number is affine */
+    INFER_OK("aten::where", "self", tt(LP), TEN(tt(LR), 0), TEN(tt(LP), 1), ZERO(2));
+    INFER_OK("aten::where", "self", tt(LP), TEN(tt(LR), 0), ZERO(1), TEN(tt(LP), 2));
+    INFER_ERR("aten::where", "self", CSPMD_ERR_SPMD_TYPE, "linear op", TEN(tt(LR), 0),
+              TEN(tt(LP), 1), SCA(2));
+    INFER_OK("aten::where", "self", tt(LV), TEN(tt(LV), 0), TEN(tt(LR), 1), SCA(2));
+    INFER_OK("aten::where", "self", tt(LV), TEN(tt(LR), 0), TEN(tt(LV), 1), SCA(2));
     INFER_OK("aten::index_fill", "int_Scalar", tt(LP), TEN(tt(LP), 0), TEN(tt(LR), 2), ZERO(3));
     INFER_OK("aten::scatter", "value", tt(LP), TEN(tt(LP), 0), TEN(tt(LR), 2), ZERO(3));
     /* scatter with reduce="multiply" is not linear */
@@ -522,6 +531,18 @@ START_TEST(test_factories)
     INFER_OK("aten::full", "", rr, SCA(1));
     INFER_OK("aten::arange", "start", rr, SCA(0), SCA(1));
     INFER_OK("aten::scalar_tensor", "", rr, SCA(0));
+    /* scalar_tensor's result stands for its number; a typed cspmd.Scalar
+     * makes typed data, and no other factory makes a number */
+    {
+        cspmd_rule_t st = cspmd_rule_find("aten::scalar_tensor", "");
+        cspmd_operand_t one = SCA(0), zero = ZERO(0), typed = TYP(ty(LR, LV), 0);
+        ck_assert_int_eq(cspmd_rule_result_number(st, &one, 1), CSPMD_NUMBER);
+        ck_assert_int_eq(cspmd_rule_result_number(st, &zero, 1), CSPMD_NUMBER_ZERO);
+        ck_assert_int_eq(cspmd_rule_result_number(st, &typed, 1), 0);
+        ck_assert_int_eq(cspmd_rule_result_number(cspmd_rule_find("aten::full", ""), &one, 1), 0);
+        ck_assert_int_eq(cspmd_rule_result_number(cspmd_rule_find("aten::add", "Tensor"), &one, 1),
+                         0);
+    }
     INFER_OK("aten::full", "", ty(LR, LV), TYP(ty(LR, LV), 1));
     /* fresh tensors from torch.tensor() */
     INFER_OK("aten::lift_fresh", "", rr, TEN(CSPMD_TYPE_UNTYPED, 0));

@@ -453,6 +453,31 @@ START_TEST(test_refine_mismatch)
 }
 END_TEST
 
+/* A Function's declaration of its own output: R and I give way to it,
+ * per axis; nothing else does. */
+START_TEST(test_refine_declared)
+{
+    cspmd_type_t o = 777777;
+    ck_assert_int_eq(cspmd_type_refine_declared(T1(TP, R), T1(TP, I), &o), CSPMD_OK);
+    ck_assert_uint_eq(o, T1(TP, I));
+    ck_assert_int_eq(cspmd_type_refine_declared(T1(TP, I), T1(TP, R), &o), CSPMD_OK);
+    ck_assert_uint_eq(o, T1(TP, R));
+    ck_assert_int_eq(cspmd_type_refine_declared(T2(TP, R, DP, V), T1(TP, I), &o), CSPMD_OK);
+    ck_assert_uint_eq(o, T2(TP, I, DP, V));
+    ck_assert_int_eq(cspmd_type_refine_declared(T1(TP, V), T1(TP, P), &o), CSPMD_OK);
+    ck_assert_uint_eq(o, T1(TP, P));
+    o = 777777;
+    ck_assert_int_eq(cspmd_type_refine_declared(T1(TP, V), T1(TP, I), &o), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "SPMD type mismatch on axis tp: tensor has V, expected I");
+    ck_assert_int_eq(cspmd_type_refine_declared(T1(TP, P), T1(TP, R), &o), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_type_refine_declared(T1(TP, R), T1(TP, V), &o), CSPMD_ERR_SPMD_TYPE);
+    ck_assert_int_eq(cspmd_type_refine_declared(T2(TP, R, DP, P), T2(TP, I, DP, R), &o),
+                     CSPMD_ERR_SPMD_TYPE);
+    ck_assert_str_eq(cspmd_last_error(), "SPMD type mismatch on axis dp: tensor has P, expected R");
+    ck_assert_uint_eq(o, 777777); /* untouched */
+}
+END_TEST
+
 START_TEST(test_refine_spec_examples)
 {
     cspmd_type_t o;
@@ -770,6 +795,7 @@ Suite *suite_type(void)
     tcase_add_checked_fixture(tr, setup, NULL);
     tcase_add_test(tr, test_refine_local);
     tcase_add_test(tr, test_refine_mismatch);
+    tcase_add_test(tr, test_refine_declared);
     tcase_add_test(tr, test_refine_spec_examples);
     tcase_add_test(tr, test_refine_v_to_p_leaves_spec);
     tcase_add_test(tr, test_mutation);

@@ -44,16 +44,23 @@ def _type_id(type_, ndim, partition_spec=None):
     if not isinstance(type_, dict):
         raise TypeError(f"expected a dict {{axis: type}} or one of R, I, V, P, got "
                         f"{type(type_).__name__}")
-    axes, codes, shard_axes, shard_dims = [], [], [], []
+    # Two keys for one axis (its MeshAxis and its ProcessGroup, as in
+    # ``t = dict(get_local_type(x)); t[group] = I``): the later one wins, as
+    # a dict assignment does (spmd_types 0.2.x; docs/differences.md).
+    entries = {}
     for key, t in type_.items():
         axis = normalize_axis(key)
         code = ltype_code(t, f"type on axis {axis!r}")
         if axis.size() == 1:
             continue
+        entries.pop(axis.id, None)
+        entries[axis.id] = (t, code)
+    axes, codes, shard_axes, shard_dims = [], [], [], []
+    for axis_id, (t, code) in entries.items():
         if isinstance(t, Shard):
-            shard_axes.append(axis.id)
+            shard_axes.append(axis_id)
             shard_dims.append(t.dim)
-        axes.append(axis.id)
+        axes.append(axis_id)
         codes.append(code)
     if shard_axes:
         if partition_spec is not None:

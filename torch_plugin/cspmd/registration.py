@@ -206,10 +206,23 @@ def _checked_apply(cls, *args, **kwargs):
         inside = _tls.inside = set()
     if tf is not None and cls not in inside:
         inside.add(cls)
+        declaring = _declaring_stack()
+        declaring.append([])
         try:
             return tf(*args, **kwargs)
         finally:
+            declaring.pop()
             inside.discard(cls)
+    if tf is not None:
+        # typecheck_forward calling the real apply: its outputs are what
+        # the Function declares types for.
+        outputs = inner(*args, **kwargs)
+        stack = _declaring_stack()
+        if stack:
+            from torch.utils import _pytree as pytree
+            stack[-1].extend(t for t in pytree.tree_leaves(outputs)
+                             if isinstance(t, torch.Tensor))
+        return outputs
     hook = _hook_of(cls)
     if hook is None or cls in inside:
         return inner(*args, **kwargs)
@@ -218,6 +231,14 @@ def _checked_apply(cls, *args, **kwargs):
     outputs = run_typecheck(cls, _unchecked(inner), args)
     _declared_backward(cls, args, outputs)
     return outputs
+
+
+def _declaring_stack():
+    from . import runtime
+    stack = getattr(runtime._declaring, "stack", None)
+    if stack is None:
+        stack = runtime._declaring.stack = []
+    return stack
 
 
 _patched_apply = classmethod(_checked_apply)

@@ -5,6 +5,7 @@ interns, validates and refines them, and the type id lives on the tensor.
 """
 
 import logging
+import threading
 import weakref
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -182,7 +183,8 @@ def assert_type(tensor: _TensorOrSequence, *types: Any,
         type_, partition_spec = merged.local_type, merged.partition_spec
     new = _type_id(type_, tensor.dim(), partition_spec)
     old = _get_type(tensor)
-    _set_type(tensor, ops.type_refine(old, new))
+    refine = ops.type_refine_declared if _declares_output(tensor) else ops.type_refine
+    _set_type(tensor, refine(old, new))
     if ops.trace_enabled():
         _trace_assert(old, _get_type(tensor))
     if type(tensor) is not NdimWithSpmdType and tensor.requires_grad:
@@ -192,6 +194,16 @@ def assert_type(tensor: _TensorOrSequence, *types: Any,
 
 builtins_type = type
 _compiled._assert_type[0] = assert_type  # marker nodes run the annotation
+
+# The outputs of a registered autograd Function's own forward, while its
+# typecheck_forward runs (cspmd.registration pushes them): what it asserts
+# of them is a declaration (ops.type_refine_declared).
+_declaring = threading.local()
+
+
+def _declares_output(tensor):
+    stack = getattr(_declaring, "stack", None)
+    return bool(stack) and any(t is tensor for t in stack[-1])
 
 
 def _trace_assert(old, new):
