@@ -6,6 +6,11 @@ function that Dynamo keeps in the graph with its arguments, which must be
 tensors and plain constants, so the type arguments are frozen to nested
 tuples of str / int / None and thawed when the marker runs -- where cspmd
 checks the graph; the backend never sees it (cspmd.compiled removes it).
+
+Dynamo learns of the markers when the first typecheck() region opens
+(``install``), not when cspmd is imported: importing torch._dynamo imports
+FSDP, which looks for spmd_types once, at import, and ``python -m
+cspmd.run`` must have put its alias in place before that.
 """
 
 import torch
@@ -19,11 +24,13 @@ _assert_type = [None]
 _tracing = [0]  # >0 while Dynamo traces a frame for a checked call
 
 
-@torch._dynamo.assume_constant_result
-def marking() -> bool:
+def _marking() -> bool:
     """True while Dynamo traces for a checked call: annotations then become
-    marker nodes.  A constant for Dynamo, so it adds no guard."""
+    marker nodes.  A constant for Dynamo once installed, so it adds no guard."""
     return _tracing[0] > 0
+
+
+marking = _marking
 
 
 def _freeze(obj):
@@ -94,14 +101,28 @@ def _annotation(tensor, types, partition_spec):
 
 
 torch.fx.node._side_effectful_functions.add(_annotation)  # kept with no users
-_annotation_in_graph = torch._dynamo.allow_in_graph(_annotation)
+_annotation_in_graph = _annotation
 
 
-@torch._dynamo.disable
-def _eager(fn, *args, **kwargs):
+def _run_eagerly(fn, *args, **kwargs):
     """Run an annotation eagerly (a graph break): for arguments that cannot
     be frozen, and for the annotations that read another tensor's type."""
     return fn(*args, **kwargs)
+
+
+_eager = _run_eagerly
+
+
+def install():
+    """Tell Dynamo what the markers are; idempotent.  Until then nothing
+    is traced for a checked call (_tracing stays 0), so no marker is made."""
+    global marking, _annotation_in_graph, _eager
+    if marking is not _marking:
+        return
+    import torch._dynamo
+    marking = torch._dynamo.assume_constant_result(_marking)
+    _annotation_in_graph = torch._dynamo.allow_in_graph(_annotation)
+    _eager = torch._dynamo.disable(_run_eagerly)
 
 
 def mark_annotation(tensor, types, partition_spec):

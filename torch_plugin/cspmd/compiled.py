@@ -30,6 +30,7 @@ import torch
 import torch.fx
 
 from . import compiled_grads
+from . import _compile_markers
 from ._compile_markers import _tracing, is_marker
 from ._errors import SpmdTypeError
 from ._graph_check import GraphChecker, flat_outputs, meta_copy
@@ -195,6 +196,7 @@ class _Hooks:
 
     def on(self):
         from torch._dynamo import convert_frame, output_graph
+        _compile_markers.install()
         if not hasattr(convert_frame._compile, "_cspmd_original"):
             convert_frame._compile = _wrap_compile(convert_frame._compile)
         og = output_graph.OutputGraph

@@ -85,6 +85,28 @@ def _real_spmd_types_imported():
 STAND_IN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_alias")
 
 
+# torch's modules that bind spmd_types' names at import when torch finds it.
+_TORCH_SPMD_CLIENTS = ("torch.distributed.fsdp._fully_shard._fsdp_param",)
+
+
+def _forget_torch_lookup():
+    """torch.distributed looks for spmd_types once and keeps the answer
+    (torch 2.15's FSDP, at import, types its parameters by it).  A "no"
+    from before the alias existed is dropped; a module that already acted
+    on it cannot be made to see cspmd, so that is an error."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or getattr(dist, "_spmd_types_available", None) is not False:
+        return
+    acted = [name for name in _TORCH_SPMD_CLIENTS if name in sys.modules]
+    if acted:
+        raise RuntimeError(
+            f"cspmd.run: {acted[0]} was imported before cspmd.run.install() and found "
+            f"no spmd_types; it would treat cspmd-typed parameters as untyped. Call "
+            f"install() before importing it (or torch._dynamo, which imports it), or "
+            f"start the program with `python -m cspmd.run`.")
+    dist._spmd_types_available = None
+
+
 def install():
     """Make ``import spmd_types`` give cspmd, from now on, in this process
     and in the processes it starts.
@@ -101,6 +123,7 @@ def install():
             f"imports spmd_types.")
     if not any(type(f).__name__ == "_AliasFinder" for f in sys.meta_path):
         sys.meta_path.insert(0, _AliasFinder())
+    _forget_torch_lookup()
     # multiprocessing's spawn hands its children this process's sys.path;
     # a new interpreter reads PYTHONPATH. After sys.path[0] (the program's
     # folder), before site-packages.
