@@ -12,6 +12,9 @@ imported:
   monitor makes; they get stand-ins that report no memory statistics.
 - torchtitan passes ``device_ids=[current_device()]`` to barrier; on the
   CPU that is ``["cpu"]``, which torch refuses, and Gloo uses no device ids.
+- FSDP reduce-scatters with PREMUL_SUM once a gradient divide factor is
+  set (torchtitan sets 1.0), which Gloo lacks; it is told to sum instead
+  (``set_force_sum_reduction_for_comms``), the same numbers for a factor 1.
 - FlexAttention has no backward on CPU: its kernel (which torchtitan runs
   with checking off and types by its query) is replaced by
   scaled_dot_product_attention under the same mask, made dense.
@@ -56,6 +59,18 @@ def _gloo_barrier(*args, device_ids=None, **kwargs):
 torch.distributed.barrier = _gloo_barrier
 
 
+def _sum_instead_of_premul_sum():
+    from torch.distributed.fsdp import FSDPModule
+
+    set_factor = FSDPModule.set_gradient_divide_factor
+
+    def set_gradient_divide_factor(self, factor):
+        set_factor(self, factor)
+        self.set_force_sum_reduction_for_comms(True)
+
+    FSDPModule.set_gradient_divide_factor = set_gradient_divide_factor
+
+
 def _cpu_flex_attention(q, k, v, *, score_mod=None, block_mask=None, scale=None,
                         enable_gqa=False, return_aux=None, kernel_options=None):
     from torch.nn.attention.flex_attention import AuxOutput, create_mask
@@ -98,6 +113,7 @@ def main():
     from torchtitan.train import main as torchtitan_main
 
     FlexAttention._compiled_flex_attn = staticmethod(_cpu_flex_attention)
+    _sum_instead_of_premul_sum()
 
     plant = os.environ.get("CSPMD_TT_PLANT", "")
     if plant == "missing_all_reduce":
