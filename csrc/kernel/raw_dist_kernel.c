@@ -11,17 +11,21 @@
  * refused on typed tensors.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cspmd.h"
 #include "kernel_internal.h"
 #include "raw_dist_kernel.h"
+
+static cspmd_status_t check_on_group(cspmd_call_t *call, const char *group, int named,
+                                     const cspmd_raw_rule_t *r, const char *reduce_op,
+                                     const cspmd_args_t *argsp, cspmd_args_t *results);
 
 static cspmd_status_t run_typed(cspmd_call_t *call, const char *name,
                                 const cspmd_raw_rule_t *r, cspmd_args_t *argsp,
                                 cspmd_args_t *results)
 {
     char group[160], reduce_buf[32];
-    cspmd_axis_t axis = CSPMD_AXIS_TRIVIAL;
     cspmd_status_t st = cspmd_call_args(call, argsp);
     if (st != CSPMD_OK)
         return st;
@@ -39,7 +43,32 @@ static cspmd_status_t run_typed(cspmd_call_t *call, const char *name,
     const char *reduce_op = NULL;
     if (r->reduces && cspmd_call_reduce_op(call, reduce_buf, sizeof reduce_buf))
         reduce_op = reduce_buf;
-    if (!cspmd_call_group_name(call, group, sizeof group) || !cspmd_group_axis(group, &axis)) {
+    /* Group names are short; a longer one is read again into a buffer of
+     * its size (never cut: a cut name would be an unknown group). */
+    char *whole = group;
+    int need = cspmd_call_group_name(call, group, sizeof group);
+    if (need > (int)sizeof group) {
+        whole = malloc((size_t)need);
+        if (whole == NULL)
+            return cspmd_error_set(CSPMD_ERR_NOMEM, "%s: no memory for a %d-byte group name",
+                                   r->fn, need);
+        need = cspmd_call_group_name(call, whole, (size_t)need);
+    }
+    st = check_on_group(call, whole, need > 0, r, reduce_op, &args, results);
+    if (whole != group)
+        free(whole);
+    return st;
+}
+
+/* The rest of run_typed, once the group's name is read. */
+static cspmd_status_t check_on_group(cspmd_call_t *call, const char *group, int named,
+                                     const cspmd_raw_rule_t *r, const char *reduce_op,
+                                     const cspmd_args_t *argsp, cspmd_args_t *results)
+{
+    const cspmd_args_t args = *argsp;
+    cspmd_axis_t axis = CSPMD_AXIS_TRIVIAL;
+    cspmd_status_t st;
+    if (!named || !cspmd_group_axis(group, &axis)) {
         if (!cspmd_checker_strict())
             return cspmd_call_redispatch(call);
         return cspmdk_with_context(

@@ -7,6 +7,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <initializer_list>
 #include <map>
@@ -101,6 +103,13 @@ int no_answer(char *buf, size_t len) {
     return 0;
 }
 
+// As much of name as fits; returns the size the whole of it needs.
+int copy_name(const std::string &name, char *buf, size_t len) {
+    if (len)
+        std::snprintf(buf, len, "%s", name.c_str());
+    return static_cast<int>(std::min<size_t>(name.size() + 1, INT_MAX));
+}
+
 } // namespace
 
 extern "C" int cspmd_call_group_name(const cspmd_call_t *call, char *buf, size_t len) {
@@ -108,15 +117,10 @@ extern "C" int cspmd_call_group_name(const cspmd_call_t *call, char *buf, size_t
         // A name, or a ProcessGroup (from torch 2.15 also where the schema
         // says group_name, typed Any).
         const c10::IValue *v = named_arg(call, {"group_name", "process_group"});
-        if (v && v->isString()) {
-            std::snprintf(buf, len, "%s", v->toStringRef().c_str());
-            return 1;
-        }
-        if (v && v->isCustomClass()) {
-            std::snprintf(buf, len, "%s",
-                          v->toCustomClass<c10d::ProcessGroup>()->getGroupName().c_str());
-            return 1;
-        }
+        if (v && v->isString())
+            return copy_name(v->toStringRef(), buf, len);
+        if (v && v->isCustomClass())
+            return copy_name(v->toCustomClass<c10d::ProcessGroup>()->getGroupName(), buf, len);
     } catch (...) {
     }
     return no_answer(buf, len);

@@ -96,7 +96,9 @@ cspmd_status_t cspmd_call_redispatch(cspmd_call_t *call);
 cspmd_status_t cspmd_call_results(const cspmd_call_t *call, cspmd_args_t *results);
 
 /* The c10d group of the call (a `group_name` string or a ProcessGroup
- * argument) into buf; returns 1, or 0 if the op names no group. */
+ * argument) into buf; returns the buffer size the whole name needs (its
+ * length + 1: larger than len means buf holds a cut name, ask again with
+ * that much), or 0 if the op names no group. */
 int cspmd_call_group_name(const cspmd_call_t *call, char *buf, size_t len);
 /* The call's reduce op (its `reduce_op` or `reduceOp` argument: a string,
  * or c10d's ReduceOp, written as its lower-case name) into buf; returns 1,

@@ -369,3 +369,21 @@ def test_value_reductions_compared_with_the_reference(mesh, tp):
     assert ours[str(RO.MAX), "V"] == "R" and theirs[str(RO.MAX), "V"] == "refused"
     assert ours[str(RO.MAX), "P"] == "refused" and theirs[str(RO.MAX), "P"] == "R"
     assert ours[str(RO.AVG), "V"] == "R" and theirs[str(RO.AVG), "V"] == "refused"
+
+
+@pytest.mark.parametrize("strict_mode", ["strict", "permissive"])
+def test_a_group_with_a_long_name_is_checked(mesh, strict_mode):
+    # Group names are read whole, however long: a cut name would be a group
+    # cspmd does not know, refused in strict mode and unchecked in permissive.
+    pg = dist.new_group([0, 1, 2, 3])
+    name = "a-long-group-name-" * 20 + strict_mode
+    pg._set_group_name(name)
+    torch._C._distributed_c10d._register_process_group(name, pg)
+    x = spmd.assert_type(torch.ones(4), {pg: V})
+    r = spmd.assert_type(torch.ones(4), {pg: R})
+    with spmd.checker.typecheck(strict_mode=strict_mode):
+        y = torch.ops._c10d_functional.wait_tensor(
+            torch.ops._c10d_functional.all_reduce(x, "sum", pg.group_name))
+        assert spmd.get_local_type(y) == {spmd.MeshAxis.of(pg): R}
+        with pytest.raises(spmd.SpmdTypeError, match="all_reduce: expected input type P"):
+            torch.ops._c10d_functional.all_reduce(r, "sum", pg.group_name)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import reference
 
 # A program as a torchtitan user writes it: spmd_types by name, its public
@@ -127,3 +129,84 @@ def test_processes_the_program_starts_get_the_alias_too(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "child: (True, True)" in r.stdout
     assert "subprocess: True" in r.stdout
+
+
+def _skip_unless_torch_looks_for_spmd_types():
+    import torch.distributed as dist
+    if not hasattr(dist, "_is_spmd_types_available"):
+        pytest.skip("this torch's FSDP does not look for spmd_types")
+
+
+def test_importing_cspmd_imports_neither_dynamo_nor_fsdp():
+    r = subprocess.run([sys.executable, "-c", "import sys, cspmd; print(sorted(m for m in "
+                        "('torch._dynamo', 'torch.distributed.fsdp') if m in sys.modules))"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+def test_torchs_fsdp_finds_spmd_types_under_cspmd_run(tmp_path):
+    _skip_unless_torch_looks_for_spmd_types()
+    # torch 2.15's FSDP asks once, at import, whether spmd_types is there,
+    # and types its parameters by it only if so: it must ask after the
+    # alias exists, so importing cspmd must not import FSDP (via Dynamo).
+    script = tmp_path / "fsdp_probe.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import torch.distributed as dist
+        print("before:", dist._spmd_types_available,
+              [m for m in ("torch._dynamo", "torch.distributed.fsdp") if m in sys.modules])
+        print("found:", dist._is_spmd_types_available())
+        import torch.distributed.fsdp._fully_shard._fsdp_param as fsdp_param
+        import cspmd
+        print("fsdp's spmd_types is cspmd:", getattr(fsdp_param, "spmd", None) is cspmd)
+    """))
+    r = run([str(script)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "before: None []" in r.stdout
+    assert "found: True" in r.stdout
+    fsdp_binds = "if dist._is_spmd_types_available()" in _fsdp_param_source()
+    assert ("fsdp's spmd_types is cspmd: True" in r.stdout) == fsdp_binds, r.stdout
+
+
+def _fsdp_param_source():
+    import importlib.util
+    spec = importlib.util.find_spec("torch.distributed.fsdp._fully_shard._fsdp_param")
+    with open(spec.origin) as f:
+        return f.read()
+
+
+def test_install_after_fsdp_said_no_is_an_error(tmp_path):
+    _skip_unless_torch_looks_for_spmd_types()
+    script = tmp_path / "late.py"
+    script.write_text(textwrap.dedent("""
+        import torch.distributed as dist
+        dist._is_spmd_types_available()  # no spmd_types installed: False, kept
+        import torch.distributed.fsdp._fully_shard._fsdp_param
+        import cspmd.run
+        try:
+            cspmd.run.install()
+        except RuntimeError as e:
+            print(e)
+    """))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert ("cspmd.run: torch.distributed.fsdp._fully_shard._fsdp_param was imported before "
+            "cspmd.run.install() and found no spmd_types") in r.stdout
+
+
+def test_install_before_fsdp_is_imported_drops_an_early_no(tmp_path):
+    _skip_unless_torch_looks_for_spmd_types()
+    script = tmp_path / "early.py"
+    script.write_text(textwrap.dedent("""
+        import torch.distributed as dist
+        print(dist._is_spmd_types_available())
+        import cspmd.run
+        cspmd.run.install()
+        print(dist._is_spmd_types_available())
+    """))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "True"]
