@@ -107,6 +107,20 @@ def main():
               "allocation left is torch's boxing Stack.  cspmd's own code allocates "
               "nothing per op (callgrind: the only `operator new` under the kernel's own "
               "frames is `impl_set_type` -> `set_backend_meta` -> `ExtraMeta`).", ""]
+    titan = load("torchtitan")
+    if titan:
+        L += ["## torchtitan's training step (llama3 debug model, TP=2, Gloo on CPU)", "",
+              f"`bench_torchtitan.py`: torchtitan's own trainer, {titan['seq_len']}-token "
+              f"context, median of {titan['steps'] - 2} steps x {titan['rounds']} rounds "
+              f"(torch {titan['machine']['torch']}).", "",
+              "| job | s / step | vs cspmd unchecked |", "|---|---:|---:|"]
+        for name, row in titan["rows"].items():
+            if "fails" in row:
+                L.append(f"| {name} | fails: {row['fails']} | |")
+            else:
+                L.append(f"| {name} | {row['seconds_per_step']:.3f} | "
+                         f"{row['vs_cspmd_unchecked']:.2f}x |")
+        L.append("")
     with open(os.path.join(OUT, "README.md"), "w") as f:
         f.write("\n".join(L))
     print("\n".join(L))

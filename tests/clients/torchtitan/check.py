@@ -54,8 +54,8 @@ def _same_training(name, checkout, steps, **layout):
 def _planted_bug(checkout, steps):
     job = titan_runs.run(checkout, steps=steps, checked=True, plant="missing_all_reduce")
     errors = job.error_lines()
-    at = [line.strip() for line in job.log.splitlines()
-          if line.strip().startswith("at ") and "torchtitan" in line]
+    at = [line.split("]: ", 1)[-1].strip() for line in job.log.splitlines()
+          if line.split("]: ", 1)[-1].strip().startswith("at ") and "torchtitan" in line]
     problems = []
     if "[plant]" not in job.log:
         problems.append("the bug was not planted (no reduction of a Partial tensor ran)")
@@ -68,8 +68,10 @@ def _planted_bug(checkout, steps):
     if problems:
         print(_tail(job, 60))
         return _report("planted bug caught", False, "; ".join(problems))
-    return _report("planted bug caught", True, f"{errors[0].split('SpmdTypeError: ')[-1][:90]}"
-                                               f"... {at[0]}")
+    op = next((line.split("In aten::", 1)[1].rstrip("(") for line in job.log.splitlines()
+               if "In aten::" in line), "?")
+    return _report("planted bug caught", True,
+                   f"{errors[0].split('SpmdTypeError: ')[-1][:60]}... in aten::{op}, {at[0]}")
 
 
 def main():
