@@ -471,7 +471,7 @@ typedef struct cspmd_operand {
     cspmd_type_t type;  /* the tensor's type (ignored for SCALAR)        */
     uint16_t arg;       /* schema argument index it came from            */
     uint8_t kind;       /* cspmd_operand_kind_t                          */
-    uint8_t flags;      /* CSPMD_OPERAND_NO_GRAD | CSPMD_OPERAND_ZERO    */
+    uint8_t flags;      /* CSPMD_OPERAND_NO_GRAD, _ZERO, _DATA           */
 } cspmd_operand_t;
 
 /* The operand cannot receive a gradient from this op (it does not require
@@ -483,6 +483,8 @@ typedef struct cspmd_operand {
 /* A SCALAR operand whose number is zero: rules that say so count it as no
  * operand (padding with 0 keeps P; padding with 1 does not). */
 #define CSPMD_OPERAND_ZERO 0x2u
+/* A TENSOR operand holding the user's data (cspmd_rule_result_data). */
+#define CSPMD_OPERAND_DATA 0x4u
 
 /* Whether the result of rule's op over ops[0..n) stands for a plain number
  * (aten::scalar_tensor of a number: torch builds where(c, x, 0)'s 0 so):
@@ -493,6 +495,19 @@ typedef struct cspmd_operand {
 #define CSPMD_NUMBER 1
 #define CSPMD_NUMBER_ZERO 2
 CSPMD_API int cspmd_rule_result_number(cspmd_rule_t rule, const cspmd_operand_t *ops, int n);
+
+/* Whether the result of rule's op over ops[0..n) is the user's data rather
+ * than a value the program computed: 1 for an op that makes data from
+ * numbers and shapes alone (zeros, ones, full, arange, randn, *_like,
+ * torch.tensor's lift_fresh, empty), and for any other op (foreach ops
+ * and number results aside) whose tensor operands are all data or
+ * untyped, at least one data, with no typed Scalar; else 0.  Its type is
+ * inferred as usual; the kernel marks it, passes it to later ops with the
+ * flag CSPMD_OPERAND_DATA, and drops the mark when a type is written on
+ * it (assert_type).  Only gradient seeding reads it: a gradient given to
+ * backward() that is the user's data seeds as an untyped one
+ * (cspmd_grad_seed). */
+CSPMD_API int cspmd_rule_result_data(cspmd_rule_t rule, const cspmd_operand_t *ops, int n);
 
 /* Infer the output local type for rule over ops[0..n).  Uses the calling
  * thread's current mesh and strictness.  On a type error returns
@@ -879,7 +894,10 @@ CSPMD_API cspmd_status_t cspmd_grad_accum_check(cspmd_type_t fwd, cspmd_type_t h
 
 /* The starting gradient of one output of backward() / autograd.grad given
  * an explicit gradient (grad_tensors / grad_outputs / Tensor.backward's
- * gradient).  An untyped grad takes, per axis, the dual of out's type --
+ * gradient).  A grad that is the user's data (grad_is_data: made by a
+ * factory inside the region, cspmd_rule_result_data) is taken as untyped:
+ * its type says how its values were made, not which gradient it is.  An
+ * untyped grad takes, per axis, the dual of out's type --
  * the type the implicit seed would have had (R->P, I->I, V->V, P->R); a
  * typed grad must carry that dual on every axis of out (V accepted where P
  * is due, then P there; a missing axis is filled with the dual in
@@ -888,8 +906,8 @@ CSPMD_API cspmd_status_t cspmd_grad_accum_check(cspmd_type_t fwd, cspmd_type_t h
  * message ("tensors[0]", "grad_tensors[0]").  Errors: SPMD_TYPE naming both
  * and showing both types; MISUSE (unknown ids, NULL seed). */
 CSPMD_API cspmd_status_t cspmd_grad_seed(cspmd_type_t out, cspmd_type_t grad,
-                                         const char *out_what, const char *grad_what,
-                                         cspmd_type_t *seed);
+                                         int grad_is_data, const char *out_what,
+                                         const char *grad_what, cspmd_type_t *seed);
 
 /* ===================================================================== */
 /* Cross-mesh reinterpretation                                            */

@@ -123,25 +123,24 @@ static const char *seed_hint(cspmd_ltype_t due, cspmd_ltype_t got)
 {
     if (got == CSPMD_LT_NONE)
         return "the gradient carries no type on this axis; give it the output's dual type "
-               "there, or pass an untyped gradient (built outside typecheck()), which takes "
-               "the dual of the output's type on every axis";
+               "there, or pass an untyped gradient (or one a factory such as torch.ones "
+               "made), which takes the dual of the output's type on every axis";
     if (due == CSPMD_LT_P)
         return "the output is Replicate, so its gradient is a pending sum (P): an already "
-               "reduced (R/I) gradient would be reduced again.  A gradient made from the "
-               "output inside typecheck() (e.g. torch.ones_like(output)) has the output's "
-               "own type; build it outside typecheck() (untyped: it takes the dual) or "
-               "declare it with reinterpret";
+               "reduced (R/I) gradient would be reduced again.  A gradient computed from "
+               "typed values has their type; a factory's (torch.ones_like(output)) or an "
+               "untyped one takes the dual, or declare it with reinterpret";
     if (got == CSPMD_LT_P)
         return "the gradient is still a pending sum (P): is an all_reduce of it missing "
                "before backward()?";
     return "a gradient has the dual of its output's type on every axis (R->P, I->I, V->V, "
-           "P->R).  Tensors made inside typecheck() are typed (torch.ones(...) is R, "
-           "torch.ones_like(y) has y's type); an untyped gradient (built outside "
-           "typecheck()) takes the dual automatically, or reinterpret the gradient to it";
+           "P->R).  A gradient computed from typed values has their type; a factory's "
+           "(torch.ones(...), torch.ones_like(y)) or an untyped one takes the dual "
+           "automatically, or reinterpret the gradient to it";
 }
 
-cspmd_status_t cspmd_grad_seed(cspmd_type_t out, cspmd_type_t grad, const char *out_what,
-                               const char *grad_what, cspmd_type_t *seed)
+cspmd_status_t cspmd_grad_seed(cspmd_type_t out, cspmd_type_t grad, int grad_is_data,
+                               const char *out_what, const char *grad_what, cspmd_type_t *seed)
 {
     int n = cspmd_type_naxes(out);
     if (n < 0 || cspmd_type_naxes(grad) < 0 || seed == NULL)
@@ -150,7 +149,7 @@ cspmd_status_t cspmd_grad_seed(cspmd_type_t out, cspmd_type_t grad, const char *
         out_what = "output";
     if (grad_what == NULL)
         grad_what = "gradient";
-    if (out == CSPMD_TYPE_UNTYPED || grad == CSPMD_TYPE_UNTYPED) {
+    if (out == CSPMD_TYPE_UNTYPED || grad == CSPMD_TYPE_UNTYPED || grad_is_data) {
         *seed = out == CSPMD_TYPE_UNTYPED ? grad : cspmd_type_dual(out);
         return CSPMD_OK;
     }

@@ -968,7 +968,7 @@ cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
         if (ops[i].kind > CSPMD_OPERAND_TYPED)
             return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: operand %d has bad kind %u",
                                    i, (unsigned)ops[i].kind);
-        if (ops[i].flags & ~(CSPMD_OPERAND_NO_GRAD | CSPMD_OPERAND_ZERO))
+        if (ops[i].flags & ~(CSPMD_OPERAND_NO_GRAD | CSPMD_OPERAND_ZERO | CSPMD_OPERAND_DATA))
             return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: operand %d has bad flags %u",
                                    i, (unsigned)ops[i].flags);
         if (ops[i].kind == CSPMD_OPERAND_TENSOR && ops[i].arg >= RULE_ARGS_MAX)

@@ -118,12 +118,15 @@ enum { NL = CSPMDI_LIN_NONLINEAR, LI = CSPMDI_LIN_LINEAR, ML = CSPMDI_LIN_MULTIL
 #define DEC(n, a, b, s, nl) \
     {ROW(n, "*", LI, INFER, CSPMDI_RF_DECOMP), .coefs = nl, .dec_a = a, .dec_b = b, .dec_self = s}
 /* Deterministic factory. */
-#define FAC(n, o, f) {ROW(n, o, NL, FACT, f)}
+#define FAC(n, o, f) {ROW(n, o, NL, FACT, (f) | CSPMDI_RF_DATA)}
 /* A factory shaped like its operand (CSPMDI_RF_LIKE); its fill is zero
  * with the flag CSPMDI_RF_ZEROS or a zero Scalar at arguments zf. */
-#define LIKE(n, z, zf) {ROW(n, "*", NL, FACT, CSPMDI_RF_LIKE | (z)), .scalars = zf, .zero_free = zf}
+#define LIKE(n, z, zf) \
+    {ROW(n, "*", NL, FACT, CSPMDI_RF_LIKE | CSPMDI_RF_DATA | (z)), .scalars = zf, .zero_free = zf}
 #define FILLR(n, o) {ROW(n, o, NL, FILL, 0)}
 #define RAND(n, o) {ROW(n, o, NL, RFILL, 0)}
+/* A random factory (out of place): new data. */
+#define RANDNEW(n, k) {ROW(n, "*", NL, k, CSPMDI_RF_DATA)}
 #define PASSR(n, o) {ROW(n, o, NL, PASS, 0)}
 /* LINEAR over the operands at arguments op only. */
 #define SRC(n, o, op) {ROW(n, o, LI, INFER, 0), .operands = op}
@@ -548,22 +551,22 @@ static const rule_row_t rules[] = {
     NON("aten::_scaled_dot_product_flash_attention", "*"),
     NON("aten::_scaled_dot_product_cudnn_attention", "*"),
     NON("aten::_local_scalar_dense", "*"), /* .item(): P.item() rejected */
-    NON("aten::empty", "*"),               /* no operands -> {}          */
-    NON("aten::empty_strided", "*"),
+    {ROW("aten::empty", "*", NL, INFER, CSPMDI_RF_DATA)},        /* no operands -> {} */
+    {ROW("aten::empty_strided", "*", NL, INFER, CSPMDI_RF_DATA)},
     /* Uninitialized buffers take the operand's type, P included: their
      * contents are only ever overwritten (autograd's clone_obey_contract
      * does new_empty_strided + copy_ on gradients, which may be P). */
-    LIN("aten::empty_like", "*", ""),
+    {ROW("aten::empty_like", "*", LI, INFER, CSPMDI_RF_DATA)},
     LIN("aten::new_empty", "*", ""),
     LIN("aten::new_empty_strided", "*", ""),
     /* Random factories arrive whole at cspmd's key: fresh data, {} */
-    RAND("aten::randn", "*"),
-    RAND("aten::rand", "*"),
-    RAND("aten::randint", "*"),
-    RAND("aten::randperm", "*"),
-    NON("aten::randn_like", "*"),
-    NON("aten::rand_like", "*"),
-    NON("aten::randint_like", "*"),
+    RANDNEW("aten::randn", RFILL),
+    RANDNEW("aten::rand", RFILL),
+    RANDNEW("aten::randint", RFILL),
+    RANDNEW("aten::randperm", RFILL),
+    RANDNEW("aten::randn_like", INFER),
+    RANDNEW("aten::rand_like", INFER),
+    RANDNEW("aten::randint_like", INFER),
     /* ---- deterministic factories -------------------------- */
     FAC("aten::zeros", "*", 0),
     FAC("aten::ones", "*", 0),
@@ -574,8 +577,8 @@ static const rule_row_t rules[] = {
     FAC("aten::eye", "*", 0),
     {ROW("aten::scalar_tensor", "*", NL, FACT, CSPMDI_RF_NUMBER), .scalars = "s"},
     /* A typed tensor passed through lift_fresh keeps its type (LINEAR). */
-    {ROW("aten::lift_fresh", "*", LI, FACT, CSPMDI_RF_FRESH)},
-    {ROW("aten::lift_fresh_copy", "*", LI, FACT, CSPMDI_RF_FRESH)},
+    {ROW("aten::lift_fresh", "*", LI, FACT, CSPMDI_RF_FRESH | CSPMDI_RF_DATA)},
+    {ROW("aten::lift_fresh_copy", "*", LI, FACT, CSPMDI_RF_FRESH | CSPMDI_RF_DATA)},
     /* *_like: the operand's type; a P operand gives P for a zero fill and
      * R for any other (dev: the reference rejects P through them). */
     LIKE("aten::zeros_like", CSPMDI_RF_ZEROS, ""),
@@ -847,6 +850,27 @@ int cspmd_rule_result_number(cspmd_rule_t rule, const cspmd_operand_t *ops, int 
             number = (ops[i].flags & CSPMD_OPERAND_ZERO) ? CSPMD_NUMBER_ZERO : CSPMD_NUMBER;
     }
     return number;
+}
+
+int cspmd_rule_result_data(cspmd_rule_t rule, const cspmd_operand_t *ops, int n)
+{
+    const cspmdi_rule_t *r = cspmdi_rule_get(rule);
+    if (r == NULL || is_foreach_id(rule) || (r->flags & CSPMDI_RF_NUMBER))
+        return 0;
+    if (r->flags & CSPMDI_RF_DATA)
+        return 1;
+    int data = 0;
+    for (int i = 0; i < n; i++) {
+        if (ops[i].kind == CSPMD_OPERAND_TYPED)
+            return 0;
+        if (ops[i].kind != CSPMD_OPERAND_TENSOR)
+            continue; /* a number */
+        if (ops[i].flags & CSPMD_OPERAND_DATA)
+            data = 1;
+        else if (ops[i].type != CSPMD_TYPE_UNTYPED)
+            return 0; /* a value the program computed */
+    }
+    return data;
 }
 
 int cspmd_rule_count(void)

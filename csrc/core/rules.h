@@ -40,7 +40,12 @@ enum {
     /* FACTORY whose 0-d result stands for the number at its weak-scalar
      * argument (scalar_tensor: torch materializes where(c, x, 0)'s 0 with
      * it), so later ops take the result as that number. */
-    CSPMDI_RF_NUMBER = 1u << 6
+    CSPMDI_RF_NUMBER = 1u << 6,
+    /* An op that makes new data from numbers and shapes alone (factories,
+     * random factories, *_like, torch.tensor's lift_fresh): its result is
+     * the user's data, not a value the program computed (see
+     * cspmd_rule_result_data). */
+    CSPMDI_RF_DATA = 1u << 7
 };
 
 /* A rule row bound to argument positions (rules.c binds its names with

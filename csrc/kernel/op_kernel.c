@@ -174,6 +174,8 @@ void cspmdk_operand_push_ref(operands_t *o, const cspmd_args_t *args, const cspm
         o->v[o->n - 1].flags = CSPMD_OPERAND_NO_GRAD;
     if (r->number == CSPMD_NUMBER_ZERO)
         o->v[o->n - 1].flags |= CSPMD_OPERAND_ZERO;
+    if (r->data)
+        o->v[o->n - 1].flags |= CSPMD_OPERAND_DATA;
 }
 
 /* Tensors (out= excluded) and Scalar arguments, in argument order, then
@@ -607,17 +609,19 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
     if (st != CSPMD_OK)
         return st;
     /* A constant made from a number (scalar_tensor) is read as that number
-     * by later ops. */
-    int number = cspmd_rule_kind(rule) == CSPMD_KIND_FACTORY ? cspmd_rule_result_number(rule, ops, n)
-                                                              : 0;
+     * by later ops; the user's data (a factory's result) is marked so. */
+    int mark = cspmd_rule_kind(rule) == CSPMD_KIND_FACTORY ? cspmd_rule_result_number(rule, ops, n)
+                                                            : 0;
+    if (!mark && cspmd_rule_result_data(rule, ops, n))
+        mark = CSPMD_MARK_DATA;
     for (int i = 0; i < results->ntensors; i++) {
         int r = results->tensors[i].arg;
         cspmd_type_t t = global && r < CSPMD_MAX_RESULTS ? outs[r] : out;
-        if (number) {
-            st = cspmd_tensor_set_number_type(results->tensors[i].tensor, t, number);
+        if (mark) {
+            st = cspmd_tensor_set_marked_type(results->tensors[i].tensor, t, mark);
             if (st != CSPMD_OK)
                 return st;
-        } else if (results->tensors[i].type != t) {
+        } else if (results->tensors[i].type != t || results->tensors[i].data) {
             st = cspmd_tensor_set_type(results->tensors[i].tensor, t);
             if (st != CSPMD_OK)
                 return st;

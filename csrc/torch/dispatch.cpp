@@ -259,17 +259,18 @@ static void add_tensor(cspmd_args_t *a, const at::Tensor &t, int arg, const c10:
     c10::TensorImpl *impl = t.unsafeGetTensorImpl();
     cspmd_tensor_ref_t *r = next_ref(a);
     r->tensor = reinterpret_cast<cspmd_tensor_t *>(impl);
-    uint8_t number;
-    r->type = cspmd::impl_get_type(impl, &number);
+    uint8_t mark;
+    r->type = cspmd::impl_get_type(impl, &mark);
     r->arg = static_cast<uint16_t>(arg);
     // A marked number that takes a gradient (scalar_tensor(...,
     // requires_grad=True), a leaf of the program) is read as a tensor.
     r->requires_grad = impl->requires_grad();
+    uint8_t number = mark == CSPMD_MARK_DATA ? 0 : mark;
     r->number = impl->is_wrapped_number() ? CSPMD_NUMBER : r->requires_grad ? 0 : number;
+    r->data = mark == CSPMD_MARK_DATA;
     bool written = s && s->alias_info() && s->alias_info()->isWrite();
     r->written = written;
     r->out = written && s->kwarg_only();
-    r->pad = 0;
     r->elem = elem;
     r->base = nullptr;
     r->base_requires_grad = 0;

@@ -285,6 +285,13 @@ int64_t get_type(const at::Tensor &wrapped) {
     return own;
 }
 
+// Whether the tensor is the user's data (a factory's result inside a
+// region): explicit gradients seed as untyped then (cspmd_grad_seed).
+bool tensor_is_data(const at::Tensor &wrapped) {
+    const at::Tensor t = functorch_unwrapped(wrapped);
+    return cspmd_tensor_is_data(reinterpret_cast<const cspmd_tensor_t *>(t.unsafeGetTensorImpl()));
+}
+
 void set_type(const at::Tensor &t, int64_t type) {
     c10::TensorImpl *impl = functorch_unwrapped(t).unsafeGetTensorImpl();
     if (c10::TensorImpl *inner = collective_result_inner(impl)) {
@@ -528,6 +535,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         CSPMD_BIND(register_type_saving);
         CSPMD_BIND(collective_check_input);
         CSPMD_BIND(get_type);
+        CSPMD_BIND(tensor_is_data);
         CSPMD_BIND(set_type);
         CSPMD_BIND(mesh_current);
         CSPMD_BIND(checker_set);

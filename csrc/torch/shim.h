@@ -59,7 +59,7 @@ typedef struct cspmd_tensor_ref {
     uint8_t out;            /* written and keyword-only: an out= tensor    */
     uint8_t requires_grad;
     uint8_t base_requires_grad; /* the base (below) requires grad          */
-    uint8_t pad;
+    uint8_t data;           /* it carries CSPMD_MARK_DATA                  */
     int32_t elem;           /* position in its list argument (None
                                entries counted), -1 for a plain tensor    */
     cspmd_tensor_t *base;   /* the tensor this one views (its root base),
@@ -140,9 +140,14 @@ cspmd_type_t cspmd_tensor_get_type(const cspmd_tensor_t *t);
 /* Store a type id (UNTYPED removes it).  Allocation-free after the first
  * use of each id, except torch's own ExtraMeta on a fresh tensor. */
 cspmd_status_t cspmd_tensor_set_type(cspmd_tensor_t *t, cspmd_type_t type);
-/* Store a type id with a number mark (cspmd_rule_result_number's answer):
- * later ops read the tensor as that number (cspmd_tensor_ref_t.number). */
-cspmd_status_t cspmd_tensor_set_number_type(cspmd_tensor_t *t, cspmd_type_t type, int number);
+/* Store a type id with a mark: a number mark (cspmd_rule_result_number's
+ * answer: later ops read the tensor as that number, cspmd_tensor_ref_t.number)
+ * or CSPMD_MARK_DATA (cspmd_rule_result_data: cspmd_tensor_ref_t.data);
+ * 0 for none.  cspmd_tensor_set_type drops the mark. */
+#define CSPMD_MARK_DATA 3
+cspmd_status_t cspmd_tensor_set_marked_type(cspmd_tensor_t *t, cspmd_type_t type, int mark);
+/* 1 if the tensor carries CSPMD_MARK_DATA. */
+int cspmd_tensor_is_data(const cspmd_tensor_t *t);
 int64_t cspmd_tensor_dim(const cspmd_tensor_t *t);
 /* 1 if every element is zero (runs an op with the key off; error path
  * only), 0 otherwise or for a tensor without data (meta). */

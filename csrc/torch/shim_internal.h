@@ -116,7 +116,7 @@ std::vector<std::string> register_type_saving();
 // Type ids on TensorImpls.
 // The stored type id; *number (if given) gets the tensor's number mark
 // (CSPMD_NUMBER, CSPMD_NUMBER_ZERO or 0).
-cspmd_type_t impl_get_type(const c10::TensorImpl *impl, uint8_t *number = nullptr);
+cspmd_type_t impl_get_type(const c10::TensorImpl *impl, uint8_t *mark = nullptr);
 void impl_set_type(c10::TensorImpl *impl, cspmd_type_t type);
 
 // LocalTensorMode (local_tensor.cpp): whether impl is a LocalTensor (no

@@ -17,42 +17,45 @@ namespace cspmd {
 namespace {
 
 struct TypeMeta final : c10::BackendMeta {
-    TypeMeta(cspmd_type_t t, uint8_t n) : type(t), number(n) {}
+    TypeMeta(cspmd_type_t t, uint8_t m) : type(t), mark(m) {}
     const cspmd_type_t type;
     // CSPMD_NUMBER(_ZERO): the tensor stands for a plain number (the core's
-    // cspmd_rule_result_number), 0 otherwise.
-    const uint8_t number;
+    // cspmd_rule_result_number); CSPMD_MARK_DATA: it is the user's data
+    // (cspmd_rule_result_data); 0 otherwise.
+    const uint8_t mark;
 };
 
-// Two-level table per number kind: 1024 chunks of 1024 slots covers every
-// id the core can intern; chunks are published with release stores and
-// never freed.
+// Two-level table per mark: 1024 chunks of 1024 slots covers every id the
+// core can intern; chunks are published with release stores and never
+// freed.
 constexpr size_t kChunk = 1024;
 constexpr size_t kChunks = 1024;
-constexpr size_t kNumberKinds = 3; // 0, CSPMD_NUMBER, CSPMD_NUMBER_ZERO
-std::atomic<c10::BackendMeta *> *chunks[kNumberKinds][kChunks];
+constexpr size_t kMarks = 4; // 0, CSPMD_NUMBER, CSPMD_NUMBER_ZERO, CSPMD_MARK_DATA
+static_assert(CSPMD_NUMBER < kMarks && CSPMD_NUMBER_ZERO < kMarks && CSPMD_MARK_DATA < kMarks,
+              "a mark without a table");
+std::atomic<c10::BackendMeta *> *chunks[kMarks][kChunks];
 std::mutex grow_mutex;
 
-c10::BackendMeta *meta_for(cspmd_type_t type, uint8_t number) {
+c10::BackendMeta *meta_for(cspmd_type_t type, uint8_t mark) {
     size_t hi = type / kChunk, lo = type % kChunk;
-    if (hi >= kChunks || number >= kNumberKinds)
+    if (hi >= kChunks || mark >= kMarks)
         return nullptr;
-    auto *chunk = __atomic_load_n(&chunks[number][hi], __ATOMIC_ACQUIRE);
+    auto *chunk = __atomic_load_n(&chunks[mark][hi], __ATOMIC_ACQUIRE);
     if (chunk) {
         c10::BackendMeta *m = chunk[lo].load(std::memory_order_acquire);
         if (m)
             return m;
     }
     std::lock_guard<std::mutex> lock(grow_mutex);
-    chunk = __atomic_load_n(&chunks[number][hi], __ATOMIC_ACQUIRE);
+    chunk = __atomic_load_n(&chunks[mark][hi], __ATOMIC_ACQUIRE);
     if (!chunk) {
         chunk = new std::atomic<c10::BackendMeta *>[kChunk]();
-        __atomic_store_n(&chunks[number][hi], chunk, __ATOMIC_RELEASE);
+        __atomic_store_n(&chunks[mark][hi], chunk, __ATOMIC_RELEASE);
     }
     c10::BackendMeta *m = chunk[lo].load(std::memory_order_acquire);
     if (!m) {
         // One reference held by the table forever; tensors add their own.
-        m = c10::make_intrusive<TypeMeta>(type, number).release();
+        m = c10::make_intrusive<TypeMeta>(type, mark).release();
         chunk[lo].store(m, std::memory_order_release);
     }
     return m;
@@ -72,13 +75,13 @@ const TypeMeta *find_meta(const c10::TensorImpl *impl) {
     return static_cast<const TypeMeta *>(m);
 }
 
-void write_meta(c10::TensorImpl *impl, cspmd_type_t type, uint8_t number = 0) {
+void write_meta(c10::TensorImpl *impl, cspmd_type_t type, uint8_t mark = 0) {
     if (type == CSPMD_TYPE_UNTYPED) {
         if (impl->get_backend_meta())
             impl->set_backend_meta(nullptr);
         return;
     }
-    c10::BackendMeta *m = meta_for(type, number);
+    c10::BackendMeta *m = meta_for(type, mark);
     if (!m)
         throw_core_error(CSPMD_ERR_NOMEM, "cspmd: type id out of range");
     if (impl->get_backend_meta() == m)
@@ -93,11 +96,11 @@ void write_meta(c10::TensorImpl *impl, cspmd_type_t type, uint8_t number = 0) {
 // Python, per rank, into a new LocalTensor that cspmd never sees made.
 // Its per-rank tensors keep their types, and the first read takes the
 // type from them (local_tensor.cpp).
-cspmd_type_t impl_get_type(const c10::TensorImpl *impl, uint8_t *number) {
+cspmd_type_t impl_get_type(const c10::TensorImpl *impl, uint8_t *mark) {
     const TypeMeta *m = find_meta(impl);
     cspmd_type_t t = m ? m->type : CSPMD_TYPE_UNTYPED;
-    if (number)
-        *number = m ? m->number : 0;
+    if (mark)
+        *mark = m ? m->mark : 0;
     if (t == CSPMD_TYPE_UNTYPED && impl_is_local_tensor(impl)) {
         t = local_tensor_inner_type(impl);
         if (t != CSPMD_TYPE_UNTYPED)
@@ -120,6 +123,12 @@ cspmd_type_t cspmd_tensor_get_type(const cspmd_tensor_t *t) {
     return cspmd::impl_get_type(reinterpret_cast<const c10::TensorImpl *>(t));
 }
 
+int cspmd_tensor_is_data(const cspmd_tensor_t *t) {
+    uint8_t mark;
+    cspmd::impl_get_type(reinterpret_cast<const c10::TensorImpl *>(t), &mark);
+    return mark == CSPMD_MARK_DATA;
+}
+
 cspmd_status_t cspmd_tensor_set_type(cspmd_tensor_t *t, cspmd_type_t type) {
     try {
         cspmd::impl_set_type(reinterpret_cast<c10::TensorImpl *>(t), type);
@@ -129,12 +138,12 @@ cspmd_status_t cspmd_tensor_set_type(cspmd_tensor_t *t, cspmd_type_t type) {
     }
 }
 
-cspmd_status_t cspmd_tensor_set_number_type(cspmd_tensor_t *t, cspmd_type_t type, int number) {
+cspmd_status_t cspmd_tensor_set_marked_type(cspmd_tensor_t *t, cspmd_type_t type, int mark) {
     try {
         auto *impl = reinterpret_cast<c10::TensorImpl *>(t);
-        // A LocalTensor's per-rank tensors carry no number mark: cspmd only
-        // reads the mark on the tensor the op returned.
-        cspmd::write_meta(impl, type, static_cast<uint8_t>(number));
+        // A LocalTensor's per-rank tensors carry no mark: cspmd only reads
+        // the mark on the tensor the op returned.
+        cspmd::write_meta(impl, type, static_cast<uint8_t>(mark));
         if (cspmd::impl_is_local_tensor(impl))
             cspmd::local_tensor_set_inner_types(impl, type);
         return CSPMD_OK;

@@ -30,21 +30,21 @@ START_TEST(test_grad_seed)
 {
     cspmd_type_t seed = 0;
     /* Untyped gradient: the dual of the output, per axis. */
-    ck_assert_int_eq(cspmd_grad_seed(ty(LR, LV), CSPMD_TYPE_UNTYPED, "y", "g", &seed), CSPMD_OK);
+    ck_assert_int_eq(cspmd_grad_seed(ty(LR, LV), CSPMD_TYPE_UNTYPED, 0, "y", "g", &seed), CSPMD_OK);
     ck_assert_uint_eq(seed, ty(LP, LV));
-    ck_assert_int_eq(cspmd_grad_seed(ty(LP, LI), CSPMD_TYPE_UNTYPED, "y", "g", &seed), CSPMD_OK);
+    ck_assert_int_eq(cspmd_grad_seed(ty(LP, LI), CSPMD_TYPE_UNTYPED, 0, "y", "g", &seed), CSPMD_OK);
     ck_assert_uint_eq(seed, ty(LR, LI));
     /* Untyped output: the gradient as given. */
-    ck_assert_int_eq(cspmd_grad_seed(CSPMD_TYPE_UNTYPED, ty(LV, LV), "y", "g", &seed), CSPMD_OK);
+    ck_assert_int_eq(cspmd_grad_seed(CSPMD_TYPE_UNTYPED, ty(LV, LV), 0, "y", "g", &seed), CSPMD_OK);
     ck_assert_uint_eq(seed, ty(LV, LV));
     /* Typed gradient: the dual passes; V where P is due becomes P. */
-    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LI), ty(LV, LI), "y", "g", &seed), CSPMD_OK);
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LI), ty(LV, LI), 0, "y", "g", &seed), CSPMD_OK);
     ck_assert_uint_eq(seed, ty(LV, LI));
-    ck_assert_int_eq(cspmd_grad_seed(ty(LR, LR), ty(LV, LP), "y", "g", &seed), CSPMD_OK);
+    ck_assert_int_eq(cspmd_grad_seed(ty(LR, LR), ty(LV, LP), 0, "y", "g", &seed), CSPMD_OK);
     ck_assert_uint_eq(seed, ty(LP, LP));
     /* Anything else names both tensors and shows both types; seed untouched. */
     seed = 7;
-    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LV, LR), "tensors[0]", "grad_tensors[0]",
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LV, LR), 0, "tensors[0]", "grad_tensors[0]",
                                      &seed),
                      CSPMD_ERR_SPMD_TYPE);
     ck_assert_uint_eq(seed, 7);
@@ -54,19 +54,25 @@ START_TEST(test_grad_seed)
                                     "it is R."));
     ck_assert_ptr_nonnull(strstr(m, "output type:   {dp: V, tp: R}"));
     ck_assert_ptr_nonnull(strstr(m, "gradient type: {dp: V, tp: R}"));
-    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LI), ty(LP, LI), "y", "g", &seed),
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LI), ty(LP, LI), 0, "y", "g", &seed),
                      CSPMD_ERR_SPMD_TYPE);
     ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "still a pending sum"));
+    /* The user's data (torch.ones inside the region: R) seeds as untyped,
+     * whatever type its making gave it; the same type computed is refused. */
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LR, LR), 1, "y", "g", &seed), CSPMD_OK);
+    ck_assert_uint_eq(seed, ty(LV, LP));
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LR, LR), 0, "y", "g", &seed),
+                     CSPMD_ERR_SPMD_TYPE);
     /* A missing axis: strict error, permissive filled with the dual. */
-    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LV, NONE), "y", "g", &seed),
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LV, NONE), 0, "y", "g", &seed),
                      CSPMD_ERR_SPMD_TYPE);
     ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "but it is untyped."));
     cspmd_checker_set(1, 0);
-    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LV, NONE), "y", "g", &seed), CSPMD_OK);
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LV, NONE), 0, "y", "g", &seed), CSPMD_OK);
     ck_assert_uint_eq(seed, ty(LV, LP));
-    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), CSPMD_TYPE_UNTYPED, "y", "g", NULL),
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), CSPMD_TYPE_UNTYPED, 0, "y", "g", NULL),
                      CSPMD_ERR_MISUSE);
-    ck_assert_int_eq(cspmd_grad_seed(999999, CSPMD_TYPE_UNTYPED, "y", "g", &seed),
+    ck_assert_int_eq(cspmd_grad_seed(999999, CSPMD_TYPE_UNTYPED, 0, "y", "g", &seed),
                      CSPMD_ERR_MISUSE);
 }
 END_TEST

@@ -544,6 +544,33 @@ START_TEST(test_factories)
                          0);
     }
     INFER_OK("aten::full", "", ty(LR, LV), TYP(ty(LR, LV), 1));
+    /* Factories make the user's data; ops over data (and untyped tensors,
+     * and numbers) keep it; a computed value or a typed Scalar ends it. */
+    {
+        cspmd_operand_t one = SCA(0), typed = TYP(ty(LR, LV), 1);
+        cspmd_operand_t data = TEN(rr, 0), computed = TEN(rr, 1), untyped = TEN(CSPMD_TYPE_UNTYPED, 1);
+        data.flags = CSPMD_OPERAND_DATA;
+        const char *makers[][2] = {{"aten::zeros", ""}, {"aten::ones", ""}, {"aten::full", ""},
+                                   {"aten::arange", "start"}, {"aten::randn", ""},
+                                   {"aten::randn_like", ""}, {"aten::ones_like", ""},
+                                   {"aten::lift_fresh", ""}, {"aten::empty", "memory_format"}};
+        for (size_t i = 0; i < sizeof makers / sizeof makers[0]; i++)
+            ck_assert_msg(cspmd_rule_result_data(cspmd_rule_find(makers[i][0], makers[i][1]),
+                                                 &computed, 1) == 1, "%s", makers[i][0]);
+        cspmd_rule_t add = cspmd_rule_find("aten::add", "Tensor");
+        cspmd_operand_t pair[2] = {data, one};
+        ck_assert_int_eq(cspmd_rule_result_data(add, pair, 2), 1);
+        pair[1] = untyped;
+        ck_assert_int_eq(cspmd_rule_result_data(add, pair, 2), 1);
+        pair[1] = computed;
+        ck_assert_int_eq(cspmd_rule_result_data(add, pair, 2), 0);
+        pair[1] = typed;
+        ck_assert_int_eq(cspmd_rule_result_data(add, pair, 2), 0);
+        ck_assert_int_eq(cspmd_rule_result_data(add, &untyped, 1), 0);
+        /* scalar_tensor's result is a number, not data */
+        ck_assert_int_eq(cspmd_rule_result_data(cspmd_rule_find("aten::scalar_tensor", ""), &one, 1),
+                         0);
+    }
     /* fresh tensors from torch.tensor() */
     INFER_OK("aten::lift_fresh", "", rr, TEN(CSPMD_TYPE_UNTYPED, 0));
     INFER_OK("aten::lift_fresh", "", ty(LV, LV), TEN(ty(LV, LV), 0));

@@ -91,20 +91,22 @@ def test_typed_v_gradient_where_p_is_due_is_accepted(mesh, dp, tp):
 
 
 def test_typed_gradient_of_the_wrong_type_names_output_and_types(mesh, dp, tp):
-    """``torch.ones_like(y)`` inside typecheck() has y's own type: for an R
-    output that is a reduced gradient where a pending sum is due."""
+    """A gradient computed from typed values (here a copy of the output)
+    has their type: for an R output that is a reduced gradient where a
+    pending sum is due."""
     w = spmd.assert_type(torch.randn(4, 3, requires_grad=True), {dp: R, tp: I})
     x = spmd.assert_type(torch.randn(2, 4), {dp: V, tp: I})
     with spmd.set_current_mesh(mesh), spmd.checker.typecheck():
         y = spmd.all_gather(x @ w, dp, src=S(0), dst=R)   # {dp: R, tp: I}
+        g = y.detach().clone()                            # a computed value: R on dp
         with pytest.raises(SpmdTypeError) as ei:
-            y.backward(torch.ones_like(y))
+            y.backward(g)
     msg = str(ei.value)
     assert ("Explicit gradient type mismatch on axis mesh_dp: the output is R, so its gradient "
             "(given to backward()) must be P (or V), but it is R.") in msg
     assert "output type:   {mesh_dp: R, mesh_tp: I}" in msg
     assert "gradient type: {mesh_dp: R, mesh_tp: I}" in msg
-    assert "torch.ones_like(output)" in msg
+    assert "a factory's (torch.ones_like(output)) or an untyped one takes the dual" in msg
     assert w.grad is None                                     # nothing ran
 
 
@@ -230,3 +232,89 @@ def test_two_stage_pipeline_on_gloo(ws):
     assert [out["type"] for out in res] == [want] * ws
     stage1 = [out["grad"] for out in res[:ws // 2]]
     assert torch.equal(sum(stage1[1:], stage1[0]), _pipeline_reference())
+
+
+# ---- gradients a factory makes inside typecheck() -----------------------
+# The user's data, not a value the program computed: whatever type its
+# making gave it (torch.ones: R; randn: {}; ones_like(y): y's), it seeds as
+# an untyped gradient does.  The reference accepts all of these too (it does
+# not check backward()).
+
+FACTORIES = {
+    "ones": lambda y: torch.ones(y.shape),
+    "zeros": lambda y: torch.zeros(y.shape),
+    "full": lambda y: torch.full(y.shape, 0.5),
+    "randn": lambda y: torch.randn(y.shape),
+    "tensor": lambda y: torch.tensor([[1.0, 2.0, 3.0]] * y.shape[0]),
+    "ones_like": lambda y: torch.ones_like(y),
+    "randn_like": lambda y: torch.randn_like(y),
+    "empty_like + fill_": lambda y: torch.empty_like(y).fill_(1.0),
+    "ones / n (ops over data)": lambda y: torch.ones_like(y) / y.numel(),
+    "ones[view]": lambda y: torch.ones(2 * y.shape[0], y.shape[1])[: y.shape[0]],
+}
+
+
+@pytest.mark.parametrize("make", FACTORIES.values(), ids=FACTORIES.keys())
+@pytest.mark.parametrize("local", [True, False], ids=["local", "global"])
+def test_a_factory_made_gradient_seeds_as_untyped(make, local, mesh, dp, tp):
+    w = spmd.assert_type(torch.randn(4, 3, requires_grad=True), {dp: R, tp: I})
+    x = spmd.assert_type(torch.randn(2, 4), {dp: S(0), tp: I})
+    with spmd.set_current_mesh(mesh), spmd.checker.typecheck(local=local):
+        y = spmd.all_gather(x @ w, dp, src=S(0), dst=R)   # {dp: R, tp: I}: P due on dp
+        g = make(y)
+        y.backward(g)
+    assert ltype(w.grad) == {DP: "P", TP: "I"}
+
+
+def test_the_factory_mark_ends_where_a_type_is_declared_or_computed(mesh, dp, tp):
+    w = spmd.assert_type(torch.randn(4, 3, requires_grad=True), {dp: R, tp: I})
+    x = spmd.assert_type(torch.randn(2, 4), {dp: V, tp: I})
+    with spmd.set_current_mesh(mesh), spmd.checker.typecheck():
+        y = spmd.all_gather(x @ w, dp, src=S(0), dst=R)   # {dp: R, tp: I}
+        declared = spmd.assert_type(torch.ones_like(y), {dp: R, tp: I})  # the user says R
+        with pytest.raises(SpmdTypeError, match="must be P \\(or V\\), but it is R"):
+            y.backward(declared, retain_graph=True)
+        computed = torch.ones_like(y) * y.detach()       # data times a computed value
+        with pytest.raises(SpmdTypeError, match="must be P \\(or V\\), but it is R"):
+            y.backward(computed, retain_graph=True)
+        scaled = torch.ones_like(y)
+        scaled.mul_(y.detach())                           # in place: no longer the user's data
+        with pytest.raises(SpmdTypeError, match="must be P \\(or V\\), but it is R"):
+            y.backward(scaled, retain_graph=True)
+        y.backward(torch.ones_like(y) * 3)               # data times a number stays data
+    assert ltype(w.grad) == {DP: "P", TP: "I"}
+
+
+def test_a_factory_made_gradient_gives_the_gradient_an_unchecked_run_gives(mesh, dp, tp):
+    torch.manual_seed(0)
+    w0 = torch.randn(4, 3)
+    x0 = torch.randn(2, 4)
+    grads = []
+    for checked in (False, True):
+        w = spmd.assert_type(w0.clone().requires_grad_(), {dp: R, tp: I})
+        x = spmd.assert_type(x0.clone(), {dp: V, tp: I})
+        with spmd.set_current_mesh(mesh), spmd.checker.typecheck() if checked else \
+                spmd.no_typecheck():
+            y = torch.tanh(x @ w)                          # {dp: V, tp: I}
+            y.backward(torch.full(y.shape, 0.25))
+        grads.append(w.grad.clone())
+    torch.testing.assert_close(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("make", ["ones", "randn_like", "tensor"])
+def test_a_factory_made_gradient_is_accepted_as_by_the_reference(make, tp):
+    import reference
+    ref = reference.load()
+    reference.load("spmd_types.checker")
+    grads = {}
+    for lib in (spmd, ref):
+        torch.manual_seed(0)
+        w = lib.assert_type(torch.randn(4, requires_grad=True), {tp: lib.R})
+        with lib.checker.typecheck():
+            y = w * 2                                       # {tp: R}
+            g = {"ones": lambda: torch.ones(4), "randn_like": lambda: torch.randn_like(y),
+                 "tensor": lambda: torch.tensor([1.0, 2.0, 3.0, 4.0])}[make]()
+            y.backward(g)
+        grads[lib] = w.grad
+    torch.testing.assert_close(grads[spmd], grads[ref])
+    assert ltype(grads[spmd]) == {"mesh_tp": "P"}            # the reference leaves it untyped

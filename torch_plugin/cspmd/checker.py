@@ -147,8 +147,10 @@ def _seeds(outputs):
 
 def _explicit_gradients(outputs, grads, single, names):
     """The gradients backward() / autograd.grad start from, typed by the core:
-    an untyped explicit gradient takes the dual of its output's type (what
-    the implicit seed would be), a typed one is checked to be that dual.
+    an untyped explicit gradient, or one a factory made in the region (the
+    user's data, whatever type its making gave it), takes the dual of its
+    output's type (what the implicit seed would be); a typed one is checked
+    to be that dual.
     None entries of scalar outputs get the implicit seed (and the loss check).
     A gradient whose type changes is retyped on an alias, never in place:
     the caller's tensor keeps its type."""
@@ -170,7 +172,8 @@ def _explicit_gradients(outputs, grads, single, names):
                 what = ("the output", grad_name) if single else (f"{out_name}[{i}]",
                                                                  f"{grad_name}[{i}]")
                 have = ops.get_type(g)
-                seed = ops.grad_seed(ops.get_type(t), have, what[0], what[1])
+                seed = ops.grad_seed(ops.get_type(t), have, ops.tensor_is_data(g), what[0],
+                                     what[1])
                 if seed != have:
                     g = g.view_as(g) if g.requires_grad else g.detach()
                     ops.set_type(g, seed)
