@@ -165,16 +165,22 @@ def test_func_grad_where_the_reference_refuses(ax):
         assert lt(torch.func.grad(lambda w: (w * 2).sum())(p), ax) is R
 
 
-def test_jacrev_of_an_invariant_or_varying_output_is_refused(ax):
-    """A documented limit (docs/limits.md): jacrev (and hessian) make their
-    basis cotangents with factories inside the region, typed R, which is the
-    gradient only of a P output; for an I or V output the explicit-gradient
-    check refuses it -- an error, never a silent pass."""
-    p = spmd.assert_type(torch.randn(3), {ax: P})
+def test_jacrev_of_any_output_seeds_its_basis_as_untyped(ax):
+    """jacrev makes its basis cotangents with factories inside the region:
+    the user's data, not computed values, so they seed as untyped gradients
+    do (the dual of each output's type) and the Jacobian has the gradient's
+    type."""
+    for ty, grad in ((P, R), (I, I), (V, V)):
+        x = spmd.assert_type(torch.randn(3), {ax: ty})
+        with spmd.set_current_mesh({"tp": ax}), spmd.checker.typecheck():
+            j = torch.func.jacrev(lambda w: w * 2)(x)
+        assert lt(j, ax) is grad and torch.equal(j, 2 * torch.eye(3))
+
+
+def test_hessian_of_an_invariant_output_is_typed_r(ax):
+    """A documented limit (docs/limits.md): R where I would be exact."""
+    x = spmd.assert_type(torch.randn(3), {ax: I})
     with spmd.set_current_mesh({"tp": ax}), spmd.checker.typecheck():
-        j = torch.func.jacrev(lambda w: w * 2)(p)
-        assert lt(j, ax) is R and torch.equal(j, 2 * torch.eye(3))
-        for ty in (I, V):
-            x = spmd.assert_type(torch.randn(3), {ax: ty})
-            with pytest.raises(spmd.SpmdTypeError, match=f"must be {ty.name}, but it is R"):
-                torch.func.jacrev(lambda w: w * 2)(x)
+        h = torch.func.hessian(lambda w: (w ** 3).sum())(x)
+    assert lt(h, ax) is R
+    torch.testing.assert_close(h, torch.diag(6 * x.detach()))
