@@ -471,7 +471,7 @@ typedef struct cspmd_operand {
     cspmd_type_t type;  /* the tensor's type (ignored for SCALAR)        */
     uint16_t arg;       /* schema argument index it came from            */
     uint8_t kind;       /* cspmd_operand_kind_t                          */
-    uint8_t flags;      /* CSPMD_OPERAND_NO_GRAD, _ZERO, _DATA           */
+    uint8_t flags;      /* CSPMD_OPERAND_NO_GRAD, _ZERO, _DATA, _TRUNCATED */
 } cspmd_operand_t;
 
 /* The operand cannot receive a gradient from this op (it does not require
@@ -485,6 +485,11 @@ typedef struct cspmd_operand {
 #define CSPMD_OPERAND_ZERO 0x2u
 /* A TENSOR operand holding the user's data (cspmd_rule_result_data). */
 #define CSPMD_OPERAND_DATA 0x4u
+/* A TENSOR operand the op truncates (a cast of floating values to an
+ * integer dtype, of other values to bool: cspmd_rule_casts): Partial on
+ * any axis is an error, whatever the rule (the truncation of a sum is not
+ * the sum of the truncations). */
+#define CSPMD_OPERAND_TRUNCATED 0x8u
 
 /* Whether the result of rule's op over ops[0..n) stands for a plain number
  * (aten::scalar_tensor of a number: torch builds where(c, x, 0)'s 0 so):
@@ -495,6 +500,12 @@ typedef struct cspmd_operand {
 #define CSPMD_NUMBER 1
 #define CSPMD_NUMBER_ZERO 2
 CSPMD_API int cspmd_rule_result_number(cspmd_rule_t rule, const cspmd_operand_t *ops, int n);
+
+/* Whether rule's op is a dtype cast (_to_copy, to, copy_), LINEAR in its
+ * source: then the kernel asks whether this call truncates (floating
+ * values to an integer dtype, anything but bool to bool) and, if so, flags
+ * the source operand CSPMD_OPERAND_TRUNCATED. */
+CSPMD_API int cspmd_rule_casts(cspmd_rule_t rule);
 
 /* Whether the result of rule's op over ops[0..n) is the user's data rather
  * than a value the program computed: 1 for an op that makes data from

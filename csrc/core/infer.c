@@ -935,6 +935,24 @@ static void memo_key(const cspmd_operand_t *ops, int n, memo_op_t *k)
     }
 }
 
+/* A cast that truncates (CSPMD_OPERAND_TRUNCATED) takes no Partial operand. */
+static cspmd_status_t check_truncated(cspmd_type_t type)
+{
+    int n = cspmd_type_naxes(type);
+    for (int i = 0; i < n; i++) {
+        cspmd_axis_t axis;
+        cspmd_ltype_t t;
+        if (cspmd_type_entry(type, i, &axis, &t) == CSPMD_OK && t == CSPMD_LT_P)
+            return cspmd_error_set(
+                CSPMD_ERR_SPMD_TYPE,
+                "Partial type on axis %s cannot be cast to an integer or bool dtype (the "
+                "truncation of a partial sum != the partial sum of truncations). Reduce first "
+                "with all_reduce or reduce_scatter, then cast.",
+                cspmd_axis_display(axis, 0));
+    }
+    return CSPMD_OK;
+}
+
 cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
                            cspmd_type_t *out)
 {
@@ -968,9 +986,15 @@ cspmd_status_t cspmd_infer(cspmd_rule_t rule, const cspmd_operand_t *ops, int n,
         if (ops[i].kind > CSPMD_OPERAND_TYPED)
             return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: operand %d has bad kind %u",
                                    i, (unsigned)ops[i].kind);
-        if (ops[i].flags & ~(CSPMD_OPERAND_NO_GRAD | CSPMD_OPERAND_ZERO | CSPMD_OPERAND_DATA))
+        if (ops[i].flags & ~(CSPMD_OPERAND_NO_GRAD | CSPMD_OPERAND_ZERO | CSPMD_OPERAND_DATA |
+                             CSPMD_OPERAND_TRUNCATED))
             return cspmd_error_set(CSPMD_ERR_MISUSE, "cspmd_infer: operand %d has bad flags %u",
                                    i, (unsigned)ops[i].flags);
+        if ((ops[i].flags & CSPMD_OPERAND_TRUNCATED) && ops[i].kind == CSPMD_OPERAND_TENSOR) {
+            cspmd_status_t st = check_truncated(ops[i].type);
+            if (st != CSPMD_OK)
+                return st;
+        }
         if (ops[i].kind == CSPMD_OPERAND_TENSOR && ops[i].arg >= RULE_ARGS_MAX)
             return cspmd_error_set(CSPMD_ERR_VALUE,
                                    "%s: operand %d comes from schema argument %u; cspmd's op "

@@ -31,7 +31,8 @@
  *     treats Tensor.copy_ as NONLINEAR over (self, src)); the kernel
  *     validates the mutation of self separately.
  *   - _to_copy (dtype/device casts, .to()) is LINEAR (dev: the reference
- *     treats Tensor.to as NONLINEAR, rejecting P.to(bf16)).
+ *     treats Tensor.to as NONLINEAR, rejecting P.to(bf16)); a cast that
+ *     truncates refuses P (CSPMD_OPERAND_TRUNCATED).
  *   - div with rounding_mode (div.Tensor_mode ...) is NONLINEAR (floor and
  *     trunc are not linear); view.dtype (bit reinterpretation) NONLINEAR.
  *   - Ops torch's derivatives.yaml marks auto_linear (upsample_*, pads,
@@ -70,7 +71,7 @@ typedef struct rule_row {
     const char *overload; /* "Tensor"; "" = default; "*" = any overload     */
     uint8_t lin;          /* CSPMDI_LIN_*                                   */
     uint8_t kind;         /* cspmd_rule_kind_t                              */
-    uint8_t flags;        /* CSPMDI_RF_*                                    */
+    uint16_t flags;       /* CSPMDI_RF_*                                    */
     const char *scalars;  /* a SCALAR operand there is the weak _S          */
     const char *coefs;    /* P there is an error; for LINEAR rules fixed
                              coefficients                                   */
@@ -163,8 +164,8 @@ static const rule_row_t rules[] = {
     LIN("aten::alias", "*", "self"),
     LIN("aten::alias_copy", "*", "self"),
     LIN("aten::lift", "*", "self"),
-    LIN("aten::_to_copy", "*", "self"),
-    LIN("aten::to", "*", "self"),
+    {ROW("aten::_to_copy", "*", LI, INFER, CSPMDI_RF_CAST), .scalars = "self"},
+    {ROW("aten::to", "*", LI, INFER, CSPMDI_RF_CAST), .scalars = "self"},
     LIN("aten::_pin_memory", "*", "self"),
     LIN("aten::pin_memory", "*", "self"),
     LIN("aten::_autocast_to_reduced_precision", "*", "self"),
@@ -180,8 +181,8 @@ static const rule_row_t rules[] = {
     /* funcol's wrap of a collective's result (an identity, autograd-aware). */
     LIN("_c10d_functional::_wrap_tensor_autograd", "*", "input"),
     /* copy_(self, src): the new type is src's alone. */
-    SRC("aten::copy_", "*", "src"),
-    SRC("aten::copy", "*", "src"),
+    {ROW("aten::copy_", "*", LI, INFER, CSPMDI_RF_CAST), .operands = "src"},
+    {ROW("aten::copy", "*", LI, INFER, CSPMDI_RF_CAST), .operands = "src"},
     SRC("aten::_copy_from", "*", "self"),
     SRC("aten::_copy_from_and_resize", "*", "self"),
     /* ---- LINEAR: reductions ------------------------------------------ */
@@ -850,6 +851,12 @@ int cspmd_rule_result_number(cspmd_rule_t rule, const cspmd_operand_t *ops, int 
             number = (ops[i].flags & CSPMD_OPERAND_ZERO) ? CSPMD_NUMBER_ZERO : CSPMD_NUMBER;
     }
     return number;
+}
+
+int cspmd_rule_casts(cspmd_rule_t rule)
+{
+    const cspmdi_rule_t *r = cspmdi_rule_get(rule);
+    return r != NULL && !is_foreach_id(rule) && (r->flags & CSPMDI_RF_CAST) != 0;
 }
 
 int cspmd_rule_result_data(cspmd_rule_t rule, const cspmd_operand_t *ops, int n)

@@ -45,7 +45,9 @@ enum {
      * random factories, *_like, torch.tensor's lift_fresh): its result is
      * the user's data, not a value the program computed (see
      * cspmd_rule_result_data). */
-    CSPMDI_RF_DATA = 1u << 7
+    CSPMDI_RF_DATA = 1u << 7,
+    /* A dtype cast (_to_copy, to, copy_): see cspmd_rule_casts. */
+    CSPMDI_RF_CAST = 1u << 8
 };
 
 /* A rule row bound to argument positions (rules.c binds its names with
@@ -56,7 +58,7 @@ typedef struct cspmdi_rule {
     const char *overload;  /* "Tensor"; "" = default; "*" = any overload    */
     uint8_t lin;           /* CSPMDI_LIN_*                                  */
     uint8_t kind;          /* cspmd_rule_kind_t                             */
-    uint8_t flags;         /* CSPMDI_RF_*                                   */
+    uint16_t flags;        /* CSPMDI_RF_*                                   */
     int8_t dec_a, dec_b, dec_self; /* CSPMDI_RF_DECOMP arg indices          */
     uint64_t scalar_pos;   /* args where a SCALAR operand is the weak _S    */
     uint64_t nonlin_pos;   /* args where P is an error; for LINEAR rules

@@ -520,6 +520,13 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
     st = collect_operands(args, o);
     if (st != CSPMD_OK)
         return st;
+    if (cspmd_rule_casts(rule)) {
+        /* A cast that truncates: its source may not be Partial. */
+        int source = cspmd_call_cast_source(call);
+        for (int i = 0; source >= 0 && i < o->n; i++)
+            if (o->v[i].kind == CSPMD_OPERAND_TENSOR && o->v[i].arg == source)
+                o->v[i].flags |= CSPMD_OPERAND_TRUNCATED;
+    }
     const cspmd_operand_t *ops = o->v;
     int n = o->n;
     /* Ops over tensors none of which carries a type (module construction,

@@ -216,11 +216,58 @@ void register_checker_key() {
     done = true;
 }
 
+const c10::IValue *named_arg(const cspmd_call_t *call, std::initializer_list<const char *> names) {
+    const auto &args = call->op->schema().arguments();
+    size_t n = args.size();
+    const c10::IValue *first = &*(call->stack->end() - static_cast<ptrdiff_t>(n));
+    for (size_t i = 0; i < n; i++)
+        for (const char *name : names)
+            if (args[i].name() == name)
+                return &first[i];
+    return nullptr;
+}
+
 } // namespace cspmd
 
 // The boxed-stack accessors ------------------------------------------------
 
 extern "C" {
+
+int cspmd_call_cast_source(const cspmd_call_t *call) {
+    try {
+        // copy_(self, src): src cast into self's dtype; _to_copy / to:
+        // self cast into `dtype`, or into `other`'s dtype (to.other).
+        const c10::IValue *src = cspmd::named_arg(call, {"src"});
+        const c10::IValue *self = cspmd::named_arg(call, {"self"});
+        const c10::IValue *from = src ? src : self;
+        if (!from || !from->isTensor() || !self || !self->isTensor())
+            return -1;
+        at::ScalarType to;
+        const c10::IValue *dtype = cspmd::named_arg(call, {"dtype"});
+        const c10::IValue *other = cspmd::named_arg(call, {"other"});
+        if (src)
+            to = self->toTensor().scalar_type();
+        else if (dtype && dtype->isInt())
+            to = static_cast<at::ScalarType>(dtype->toInt());
+        else if (other && other->isTensor())
+            to = other->toTensor().scalar_type();
+        else
+            return -1;
+        at::ScalarType f = from->toTensor().scalar_type();
+        bool truncates = to == at::kBool ? f != at::kBool
+                                         : c10::isIntegralType(to, /*includeBool=*/false) &&
+                                               (c10::isFloatingType(f) || c10::isComplexType(f));
+        if (!truncates)
+            return -1;
+        const auto &args = call->op->schema().arguments();
+        const char *name = src ? "src" : "self";
+        for (size_t i = 0; i < args.size(); i++)
+            if (args[i].name() == name)
+                return static_cast<int>(i);
+    } catch (...) {
+    }
+    return -1;
+}
 
 const void *cspmd_call_op_key(const cspmd_call_t *call) {
     return &call->op->schema();

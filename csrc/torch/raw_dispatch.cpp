@@ -84,18 +84,7 @@ void register_raw_dist_ops() {
 
 namespace {
 
-// The call's argument whose schema name is one of `names` (on the stack,
-// below the call's own frame), or null.
-const c10::IValue *named_arg(const cspmd_call_t *call, std::initializer_list<const char *> names) {
-    const auto &args = call->op->schema().arguments();
-    size_t n = args.size();
-    const c10::IValue *first = &*(call->stack->end() - static_cast<ptrdiff_t>(n));
-    for (size_t i = 0; i < n; i++)
-        for (const char *name : names)
-            if (args[i].name() == name)
-                return &first[i];
-    return nullptr;
-}
+using cspmd::named_arg;
 
 int no_answer(char *buf, size_t len) {
     if (len)

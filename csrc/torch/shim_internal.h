@@ -6,6 +6,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <exception>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -113,9 +114,13 @@ int64_t watch_leaves(const std::vector<at::Tensor> &roots);
 // the device types covered.
 std::vector<std::string> register_type_saving();
 
+// The call's argument whose schema name is one of `names` (on the stack,
+// below the call's own frame, before redispatch), or null (dispatch.cpp).
+const c10::IValue *named_arg(const ::cspmd_call *call, std::initializer_list<const char *> names);
+
 // Type ids on TensorImpls.
-// The stored type id; *number (if given) gets the tensor's number mark
-// (CSPMD_NUMBER, CSPMD_NUMBER_ZERO or 0).
+// The stored type id; *mark (if given) gets the tensor's mark
+// (CSPMD_NUMBER, CSPMD_NUMBER_ZERO, CSPMD_MARK_DATA or 0).
 cspmd_type_t impl_get_type(const c10::TensorImpl *impl, uint8_t *mark = nullptr);
 void impl_set_type(c10::TensorImpl *impl, cspmd_type_t type);
 

@@ -91,6 +91,13 @@ static inline cspmd_operand_t TEN(cspmd_type_t t, int arg)
     return o;
 }
 
+/* A tensor operand the op truncates (a cast to an integer or bool dtype). */
+static inline cspmd_operand_t TRUNC(cspmd_type_t t, int arg)
+{
+    cspmd_operand_t o = {t, (uint16_t)arg, CSPMD_OPERAND_TENSOR, CSPMD_OPERAND_TRUNCATED};
+    return o;
+}
+
 static inline cspmd_operand_t SCA(int arg)
 {
     cspmd_operand_t o = {0, (uint16_t)arg, CSPMD_OPERAND_SCALAR, 0};

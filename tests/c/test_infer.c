@@ -518,6 +518,28 @@ START_TEST(test_addmm_decomposition)
 }
 END_TEST
 
+/* ---- casts ------------------------------------------------------ */
+
+START_TEST(test_truncating_casts)
+{
+    mesh_both();
+    /* A cast is linear: P stays P (a bf16 sum is the sum in bf16) ... */
+    INFER_OK("aten::_to_copy", "", ty(LR, LP), TEN(ty(LR, LP), 0));
+    ck_assert(cspmd_rule_casts(cspmd_rule_find("aten::_to_copy", "")));
+    ck_assert(cspmd_rule_casts(cspmd_rule_find("aten::copy_", "")));
+    ck_assert(!cspmd_rule_casts(cspmd_rule_find("aten::add", "Tensor")));
+    /* ... unless it truncates: the truncation of a sum is not the sum of
+     * the truncations.  Other types pass; the memo does not mix the two. */
+    INFER_ERR("aten::_to_copy", "", CSPMD_ERR_SPMD_TYPE,
+              "Partial type on axis tp cannot be cast to an integer or bool dtype",
+              TRUNC(ty(LR, LP), 0));
+    INFER_OK("aten::_to_copy", "", ty(LR, LP), TEN(ty(LR, LP), 0));
+    INFER_OK("aten::_to_copy", "", ty(LV, LR), TRUNC(ty(LV, LR), 0));
+    INFER_ERR("aten::copy_", "", CSPMD_ERR_SPMD_TYPE, "Partial type on axis dp cannot be cast",
+              TEN(ty(LR, LR), 0), TRUNC(ty(LP, LR), 1));
+}
+END_TEST
+
 /* ---- factories and fills -------------------------------------- */
 
 START_TEST(test_factories)
@@ -867,6 +889,7 @@ Suite *suite_infer(void)
     tcase_add_test(tc, test_coefficients);
     tcase_add_test(tc, test_torch_linear_ops);
     tcase_add_test(tc, test_addmm_decomposition);
+    tcase_add_test(tc, test_truncating_casts);
     tcase_add_test(tc, test_factories);
     tcase_add_test(tc, test_fills);
     tcase_add_test(tc, test_misc_ops);
