@@ -912,7 +912,7 @@ CSPMD_API cspmd_status_t cspmd_grad_accum_check(cspmd_type_t fwd, cspmd_type_t h
  * the type the implicit seed would have had (R->P, I->I, V->V, P->R); a
  * typed grad must carry that dual on every axis of out (V accepted where P
  * is due, then P there; a missing axis is filled with the dual in
- * permissive mode and an error in strict mode).  out UNTYPED: *seed =
+ * permissive mode and in global mode, an error in local strict mode).  out UNTYPED: *seed =
  * grad.  out_what / grad_what name the output and its gradient in the
  * message ("tensors[0]", "grad_tensors[0]").  Errors: SPMD_TYPE naming both
  * and showing both types; MISUSE (unknown ids, NULL seed). */

@@ -164,8 +164,10 @@ cspmd_status_t cspmd_grad_seed(cspmd_type_t out, cspmd_type_t grad, int grad_is_
         if (got == due)
             continue;
         if ((due == CSPMD_LT_P && got == CSPMD_LT_V) ||
-            (got == CSPMD_LT_NONE && !cspmd_checker_strict())) {
-            /* V is this rank's piece of the pending sum; a missing axis says nothing. */
+            (got == CSPMD_LT_NONE && (!cspmd_checker_strict() || !cspmd_checker_local()))) {
+            /* V is this rank's piece of the pending sum; a missing axis says
+             * nothing (an error in local strict mode only: in global mode a
+             * gradient is completed per axis as an untyped one is whole). */
             st = cspmd_type_with(result, axis, due, &result);
             if (st != CSPMD_OK)
                 return st;

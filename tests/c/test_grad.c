@@ -67,6 +67,12 @@ START_TEST(test_grad_seed)
     ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LV, NONE), 0, "y", "g", &seed),
                      CSPMD_ERR_SPMD_TYPE);
     ck_assert_ptr_nonnull(strstr(cspmd_last_error(), "but it is untyped."));
+    /* Global mode completes it per axis, as it does an untyped one whole. */
+    cspmd_checker_set_local(0);
+    ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LV, NONE), 0, "y", "g", &seed), CSPMD_OK);
+    ck_assert_uint_eq(seed, ty(LV, LP));
+    cspmd_checker_set_local(1);
+    seed = 0;
     cspmd_checker_set(1, 0);
     ck_assert_int_eq(cspmd_grad_seed(ty(LV, LR), ty(LV, NONE), 0, "y", "g", &seed), CSPMD_OK);
     ck_assert_uint_eq(seed, ty(LV, LP));

@@ -148,6 +148,24 @@ def test_strict_missing_axis_in_a_typed_gradient(mesh, dp, tp):
     assert ltype(w.grad) == {DP: "P", TP: "V"}
 
 
+def test_global_mode_completes_a_partly_typed_gradient_per_axis(mesh, dp, tp):
+    """As it completes a wholly untyped one: strict or not, in global mode
+    the axes a gradient lacks take the dual of the output's type there."""
+    w = spmd.assert_type(torch.randn(4, 3, requires_grad=True), {dp: R, tp: I})
+    x = spmd.assert_type(torch.randn(2, 4), {dp: S(0), tp: I})
+    g = spmd.assert_type(torch.ones(2, 3), {dp: S(0)})       # typed on dp only
+    with spmd.set_current_mesh(mesh), spmd.checker.typecheck(local=False):
+        y = x @ w                                             # {dp: S(0), tp: I}
+        y.backward(g)
+    assert ltype(w.grad) == {DP: "P", TP: "I"}
+    w.grad = None
+    bad = spmd.assert_type(torch.ones(2, 3), {dp: S(0), tp: P})   # a typed, wrong axis
+    with spmd.set_current_mesh(mesh), spmd.checker.typecheck(local=False):
+        y = x @ w
+        with pytest.raises(SpmdTypeError, match="on axis mesh_tp"):
+            y.backward(bad)
+
+
 def test_gradient_requiring_grad_keeps_its_graph(mesh, dp, tp):
     """create_graph: a gradient that itself requires grad is retyped on a
     differentiable alias."""
