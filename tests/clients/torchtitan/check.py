@@ -52,7 +52,7 @@ def _same_training(name, checkout, steps, **layout):
 
 
 def _planted_bug(checkout, steps):
-    job = titan_runs.run(checkout, steps=steps, checked=True, plant="missing_all_reduce")
+    job = titan_runs.run(checkout, steps=steps, checked=True, plant="missing_reduction")
     errors = job.error_lines()
     at = [line.split("]: ", 1)[-1].strip() for line in job.log.splitlines()
           if line.split("]: ", 1)[-1].strip().startswith("at ") and "torchtitan" in line]

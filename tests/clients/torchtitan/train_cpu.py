@@ -1,9 +1,9 @@
 """torchtitan's own trainer (``torchtitan.train.main``), on CPU over Gloo.
 
 Run by ``check.py`` under ``torchrun ... -m cspmd.run``, so torchtitan's
-``import spmd_types`` gives cspmd.  Arguments are torchtitan's.  Two things
-differ from ``python -m torchtitan.train``, both set before torchtitan is
-imported:
+``import spmd_types`` gives cspmd.  Arguments are torchtitan's.  What
+differs from ``python -m torchtitan.train``, all set before torchtitan is
+imported (none of it in what cspmd checks):
 
 - torchtitan picks its device type once, at import, and falls back to
   CUDA when torch finds no accelerator; here it finds CPU, so its process
@@ -18,11 +18,12 @@ imported:
 - FlexAttention has no backward on CPU: its kernel (which torchtitan runs
   with checking off and types by its query) is replaced by
   scaled_dot_product_attention under the same mask, made dense.
-- ``CSPMD_TT_PLANT=missing_all_reduce`` plants a bug: the first
-  redistribution that would all-reduce a Partial tensor (the attention's
-  row-parallel output projection in the first layer) returns it unreduced,
-  as if the all-reduce had been forgotten.  The checker must stop the step
-  at the first op that uses the unreduced tensor.
+- ``CSPMD_TT_PLANT=missing_reduction`` plants a bug: the first
+  redistribution that would reduce a Partial tensor (the vocab-parallel
+  token embedding's output, reduce-scattered for sequence parallelism)
+  returns it unreduced, as if the collective had been forgotten.  The
+  checker must stop the step at the first op that uses it (the first
+  layer's RMSNorm).
 """
 
 import os
@@ -87,7 +88,7 @@ def _cpu_flex_attention(q, k, v, *, score_mod=None, block_mask=None, scale=None,
     return out, AuxOutput()
 
 
-def _plant_missing_all_reduce():
+def _plant_missing_reduction():
     import spmd_types as spmd
     from torchtitan.distributed import spmd_types as tt_spmd
 
@@ -97,7 +98,7 @@ def _plant_missing_all_reduce():
     def forgetful(x, mesh, src_types, dst_types):
         if not planted and any(t is spmd.P for t in src_types.values()):
             planted.append(True)
-            print(f"[plant] rank {os.environ.get('RANK')}: all-reduce of "
+            print(f"[plant] rank {os.environ.get('RANK')}: the reduction "
                   f"{dict(src_types)} -> {dict(dst_types)} left out", flush=True)
             return x
         return redistribute(x, mesh, src_types, dst_types)
@@ -116,12 +117,12 @@ def main():
     _sum_instead_of_premul_sum()
 
     plant = os.environ.get("CSPMD_TT_PLANT", "")
-    if plant == "missing_all_reduce":
+    if plant == "missing_reduction":
         import torchtitan.protocols.module  # noqa: F401  (binds the name)
-        _plant_missing_all_reduce()
+        _plant_missing_reduction()
     elif plant:
         raise SystemExit(f"train_cpu.py: unknown CSPMD_TT_PLANT={plant!r} "
-                         "(known: missing_all_reduce)")
+                         "(known: missing_reduction)")
     torchtitan_main()
 
 
