@@ -931,7 +931,8 @@ static void memo_key(const cspmd_operand_t *ops, int n, memo_op_t *k)
         k[i].type = ops[i].kind == CSPMD_OPERAND_SCALAR ? 0u : ops[i].type;
         k[i].arg = ops[i].arg;
         k[i].kind = ops[i].kind;
-        k[i].flags = ops[i].flags;
+        /* DATA marks the user's data and changes no inferred type. */
+        k[i].flags = ops[i].flags & (uint8_t)~CSPMD_OPERAND_DATA;
     }
 }
 
