@@ -502,10 +502,22 @@ typedef struct cspmd_operand {
 CSPMD_API int cspmd_rule_result_number(cspmd_rule_t rule, const cspmd_operand_t *ops, int n);
 
 /* Whether rule's op is a dtype cast (_to_copy, to, copy_), LINEAR in its
- * source: then the kernel asks whether this call truncates (floating
- * values to an integer dtype, anything but bool to bool) and, if so, flags
- * the source operand CSPMD_OPERAND_TRUNCATED. */
+ * source: then the kernel reads the kinds of values the call casts from
+ * and to, and flags the source operand CSPMD_OPERAND_TRUNCATED where
+ * cspmd_cast_truncates says so. */
 CSPMD_API int cspmd_rule_casts(cspmd_rule_t rule);
+
+/* The kind of values a dtype holds, as far as casts between them go. */
+typedef enum cspmd_value_kind {
+    CSPMD_VALUES_BOOL = 0,
+    CSPMD_VALUES_INTEGER, /* signed or unsigned integers                   */
+    CSPMD_VALUES_REAL,    /* floating point or complex                     */
+    CSPMD_VALUES_OTHER    /* quantized, bits, ...: no cast rule            */
+} cspmd_value_kind_t;
+/* Whether a cast from one kind of values to another truncates: real values
+ * to integers, anything but bool to bool.  A sum does not survive such a
+ * cast (int(0.6) + int(0.6) != int(1.2)); every other cast keeps it. */
+CSPMD_API int cspmd_cast_truncates(cspmd_value_kind_t from, cspmd_value_kind_t to);
 
 /* Whether the result of rule's op over ops[0..n) is the user's data rather
  * than a value the program computed: 1 for an op that makes data from

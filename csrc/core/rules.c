@@ -859,6 +859,13 @@ int cspmd_rule_casts(cspmd_rule_t rule)
     return r != NULL && !is_foreach_id(rule) && (r->flags & CSPMDI_RF_CAST) != 0;
 }
 
+int cspmd_cast_truncates(cspmd_value_kind_t from, cspmd_value_kind_t to)
+{
+    if (to == CSPMD_VALUES_BOOL)
+        return from != CSPMD_VALUES_BOOL;
+    return to == CSPMD_VALUES_INTEGER && from == CSPMD_VALUES_REAL;
+}
+
 int cspmd_rule_result_data(cspmd_rule_t rule, const cspmd_operand_t *ops, int n)
 {
     const cspmdi_rule_t *r = cspmdi_rule_get(rule);

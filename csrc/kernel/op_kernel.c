@@ -522,7 +522,10 @@ static cspmd_status_t run_checked(cspmd_call_t *call, cspmd_rule_t rule, cspmd_a
         return st;
     if (cspmd_rule_casts(rule)) {
         /* A cast that truncates: its source may not be Partial. */
-        int source = cspmd_call_cast_source(call);
+        int source = -1;
+        cspmd_value_kind_t from, to;
+        if (!cspmd_call_cast(call, &source, &from, &to) || !cspmd_cast_truncates(from, to))
+            source = -1;
         for (int i = 0; source >= 0 && i < o->n; i++)
             if (o->v[i].kind == CSPMD_OPERAND_TENSOR && o->v[i].arg == source)
                 o->v[i].flags |= CSPMD_OPERAND_TRUNCATED;

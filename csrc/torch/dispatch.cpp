@@ -229,11 +229,23 @@ const c10::IValue *named_arg(const cspmd_call_t *call, std::initializer_list<con
 
 } // namespace cspmd
 
+// The kind of values a dtype holds, for the core's cast rule.
+static cspmd_value_kind_t value_kind(at::ScalarType t) {
+    if (t == at::kBool)
+        return CSPMD_VALUES_BOOL;
+    if (c10::isIntegralType(t, /*includeBool=*/false))
+        return CSPMD_VALUES_INTEGER;
+    if (c10::isFloatingType(t) || c10::isComplexType(t))
+        return CSPMD_VALUES_REAL;
+    return CSPMD_VALUES_OTHER;
+}
+
 // The boxed-stack accessors ------------------------------------------------
 
 extern "C" {
 
-int cspmd_call_cast_source(const cspmd_call_t *call) {
+int cspmd_call_cast(const cspmd_call_t *call, int *source, cspmd_value_kind_t *from_kind,
+                    cspmd_value_kind_t *to_kind) {
     try {
         // copy_(self, src): src cast into self's dtype; _to_copy / to:
         // self cast into `dtype`, or into `other`'s dtype (to.other).
@@ -241,7 +253,7 @@ int cspmd_call_cast_source(const cspmd_call_t *call) {
         const c10::IValue *self = cspmd::named_arg(call, {"self"});
         const c10::IValue *from = src ? src : self;
         if (!from || !from->isTensor() || !self || !self->isTensor())
-            return -1;
+            return 0;
         at::ScalarType to;
         const c10::IValue *dtype = cspmd::named_arg(call, {"dtype"});
         const c10::IValue *other = cspmd::named_arg(call, {"other"});
@@ -252,21 +264,19 @@ int cspmd_call_cast_source(const cspmd_call_t *call) {
         else if (other && other->isTensor())
             to = other->toTensor().scalar_type();
         else
-            return -1;
-        at::ScalarType f = from->toTensor().scalar_type();
-        bool truncates = to == at::kBool ? f != at::kBool
-                                         : c10::isIntegralType(to, /*includeBool=*/false) &&
-                                               (c10::isFloatingType(f) || c10::isComplexType(f));
-        if (!truncates)
-            return -1;
+            return 0;
         const auto &args = call->op->schema().arguments();
         const char *name = src ? "src" : "self";
         for (size_t i = 0; i < args.size(); i++)
-            if (args[i].name() == name)
-                return static_cast<int>(i);
+            if (args[i].name() == name) {
+                *source = static_cast<int>(i);
+                *from_kind = value_kind(from->toTensor().scalar_type());
+                *to_kind = value_kind(to);
+                return 1;
+            }
     } catch (...) {
     }
-    return -1;
+    return 0;
 }
 
 const void *cspmd_call_op_key(const cspmd_call_t *call) {

@@ -96,9 +96,11 @@ cspmd_status_t cspmd_call_redispatch(cspmd_call_t *call);
 cspmd_status_t cspmd_call_results(const cspmd_call_t *call, cspmd_args_t *results);
 
 /* For a dtype cast (cspmd_rule_casts: _to_copy, to, copy_): the schema
- * index of the argument it truncates (floating values cast to an integer
- * dtype, other values to bool), or -1 if it does not truncate. */
-int cspmd_call_cast_source(const cspmd_call_t *call);
+ * index of the argument it casts (*source) and the kinds of values it
+ * casts from and to; returns 0 where they cannot be read (no target dtype:
+ * a device move). */
+int cspmd_call_cast(const cspmd_call_t *call, int *source, cspmd_value_kind_t *from,
+                    cspmd_value_kind_t *to);
 
 /* The c10d group of the call (a `group_name` string or a ProcessGroup
  * argument) into buf; returns the buffer size the whole name needs (its

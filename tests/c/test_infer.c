@@ -528,6 +528,15 @@ START_TEST(test_truncating_casts)
     ck_assert(cspmd_rule_casts(cspmd_rule_find("aten::_to_copy", "")));
     ck_assert(cspmd_rule_casts(cspmd_rule_find("aten::copy_", "")));
     ck_assert(!cspmd_rule_casts(cspmd_rule_find("aten::add", "Tensor")));
+    /* Which casts truncate: real to integer, anything but bool to bool. */
+    ck_assert(cspmd_cast_truncates(CSPMD_VALUES_REAL, CSPMD_VALUES_INTEGER));
+    ck_assert(cspmd_cast_truncates(CSPMD_VALUES_REAL, CSPMD_VALUES_BOOL));
+    ck_assert(cspmd_cast_truncates(CSPMD_VALUES_INTEGER, CSPMD_VALUES_BOOL));
+    ck_assert(!cspmd_cast_truncates(CSPMD_VALUES_BOOL, CSPMD_VALUES_BOOL));
+    ck_assert(!cspmd_cast_truncates(CSPMD_VALUES_INTEGER, CSPMD_VALUES_INTEGER));
+    ck_assert(!cspmd_cast_truncates(CSPMD_VALUES_INTEGER, CSPMD_VALUES_REAL));
+    ck_assert(!cspmd_cast_truncates(CSPMD_VALUES_REAL, CSPMD_VALUES_REAL));
+    ck_assert(!cspmd_cast_truncates(CSPMD_VALUES_BOOL, CSPMD_VALUES_INTEGER));
     /* ... unless it truncates: the truncation of a sum is not the sum of
      * the truncations.  Other types pass; the memo does not mix the two. */
     INFER_ERR("aten::_to_copy", "", CSPMD_ERR_SPMD_TYPE,
