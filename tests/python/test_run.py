@@ -44,6 +44,16 @@ PROGRAM = textwrap.dedent("""
 """)
 
 
+def run_plain(tmp_path, name, text):
+    """A script run with plain ``python`` (no cspmd.run); stdout returned."""
+    script = tmp_path / name
+    script.write_text(textwrap.dedent(text))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
 def run(args, tmp_path, env_extra=None, cwd=None):
     env = dict(os.environ, **(env_extra or {}))
     return subprocess.run([sys.executable, "-m", "cspmd.run", *args], capture_output=True,
@@ -85,8 +95,7 @@ def test_the_programs_exit_status_and_errors_come_through(tmp_path):
 def test_it_refuses_once_the_real_spmd_types_is_imported(tmp_path):
     ref = reference.ref_dir()
     reference.load()  # skips where the reference is not installed
-    script = tmp_path / "mixed.py"
-    script.write_text(textwrap.dedent(f"""
+    out = run_plain(tmp_path, "mixed.py", f"""
         import sys
         sys.path.append({ref!r})
         import spmd_types  # the real one
@@ -95,11 +104,8 @@ def test_it_refuses_once_the_real_spmd_types_is_imported(tmp_path):
             cspmd.run.install()
         except RuntimeError as e:
             print(e)
-    """))
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("cspmd.run: the real spmd_types is already imported (from ")
+    """)
+    assert out.startswith("cspmd.run: the real spmd_types is already imported (from ")
 
 
 def test_processes_the_program_starts_get_the_alias_too(tmp_path):
@@ -178,8 +184,7 @@ def _fsdp_param_source():
 
 def test_install_after_fsdp_said_no_is_an_error(tmp_path):
     _skip_unless_torch_looks_for_spmd_types()
-    script = tmp_path / "late.py"
-    script.write_text(textwrap.dedent("""
+    out = run_plain(tmp_path, "late.py", """
         import torch.distributed as dist
         dist._is_spmd_types_available()  # no spmd_types installed: False, kept
         import torch.distributed.fsdp._fully_shard._fsdp_param
@@ -188,25 +193,18 @@ def test_install_after_fsdp_said_no_is_an_error(tmp_path):
             cspmd.run.install()
         except RuntimeError as e:
             print(e)
-    """))
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr
+    """)
     assert ("cspmd.run: torch.distributed.fsdp._fully_shard._fsdp_param was imported before "
-            "cspmd.run.install() and found no spmd_types") in r.stdout
+            "cspmd.run.install() and found no spmd_types") in out
 
 
 def test_install_before_fsdp_is_imported_drops_an_early_no(tmp_path):
     _skip_unless_torch_looks_for_spmd_types()
-    script = tmp_path / "early.py"
-    script.write_text(textwrap.dedent("""
+    out = run_plain(tmp_path, "early.py", """
         import torch.distributed as dist
         print(dist._is_spmd_types_available())
         import cspmd.run
         cspmd.run.install()
         print(dist._is_spmd_types_available())
-    """))
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["False", "True"]
+    """)
+    assert out.split() == ["False", "True"]

@@ -36,12 +36,11 @@ def check_setup(checkout):
     if not os.path.isfile(data) or os.path.getsize(data) < 1000:
         return (f"{data} is missing or empty: the llama3 debug model trains on it "
                 f"(a checkout without its large files lacks it)")
-    missing = []
-    for name in DEPENDENCIES:
-        probe = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=checkout,
-                               env=_env(checkout, None), capture_output=True)
-        if probe.returncode:
-            missing.append(name)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import importlib.util, sys; print(' '.join(n for n in "
+         "sys.argv[1:] if importlib.util.find_spec(n) is None))", *DEPENDENCIES],
+        cwd=checkout, env=_env(checkout, None), capture_output=True, text=True)
+    missing = probe.stdout.split() if probe.returncode == 0 else list(DEPENDENCIES)
     if missing:
         return (f"torchtitan's dependencies are not importable: {', '.join(missing)} "
                 f"(pip install -r {checkout}/requirements.txt, or put them on PYTHONPATH)")
